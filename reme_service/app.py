@@ -1,0 +1,231 @@
+"""`ReMeApp`: owns the config, providers, stores and flows; an async context manager.
+
+```python
+async with ReMeApp("vector_store.default.backend=memory") as app:
+    result = await app.async_execute(name="retrieve_task_memory", workspace_id="ws", query="...")
+```
+`async_execute` validates exactly as the HTTP endpoint does and returns the same JSON-ready dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from reme_service.config.loader import load_config, read_env
+from reme_service.config.models import AppConfig
+from reme_service.errors import ConfigError, NotFoundError, ReMeError
+from reme_service.flow.expression import parse_flow
+from reme_service.flow.op import Op
+from reme_service.flow.registry import Registry
+from reme_service.flow.runner import FlowRunner
+from reme_service.ops import ALL_OPS
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.providers.factory import create_embedder, create_llm
+from reme_service.schema.requests import build_request_model
+from reme_service.services import Services
+from reme_service.stores.factory import create_store
+
+logger = logging.getLogger("reme_service")
+
+
+def build_op_registry(ops: tuple[type[Op], ...] = ALL_OPS) -> Registry[type[Op]]:
+    return Registry("op", ((op.name, op) for op in ops))
+
+
+def error_envelope(error: ReMeError, request_id: str) -> dict[str, Any]:
+    """The failure response body: `success: false`, empty answer, the error with the request id."""
+    return {"answer": "", "success": False, "metadata": {"error": {**error.to_dict(), "request_id": request_id}}}
+
+
+class ReMeApp:
+    """The service in one object. Positional args are `key=value` strings, exactly like the CLI."""
+
+    def __init__(
+        self,
+        *args: str,
+        config: AppConfig | None = None,
+        config_path: str | None = None,
+        llm_api_key: str | None = None,
+        llm_api_base: str | None = None,
+        embedding_api_key: str | None = None,
+        embedding_api_base: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        all_args = ([f"config={config_path}"] if config_path else []) + list(args)
+        self.config = config if config is not None else load_config(all_args)
+        base_env = dict(env) if env is not None else read_env()
+        for key, value in {
+            "FLOW_LLM_API_KEY": llm_api_key,
+            "FLOW_LLM_BASE_URL": llm_api_base,
+            "FLOW_EMBEDDING_API_KEY": embedding_api_key,
+            "FLOW_EMBEDDING_BASE_URL": embedding_api_base,
+        }.items():
+            if value:
+                base_env[key] = value
+        self.env = base_env
+        self.data_dir = Path(self.config.data_dir).expanduser().resolve()
+        self.file_roots = [Path(r).expanduser().resolve() for r in self.config.file_roots] or [
+            Path.cwd().resolve(),
+            self.data_dir,
+        ]
+        self.op_registry = build_op_registry()
+        self.flows = self._build_flows()
+        self.services: Services | None = None
+        self._started = False
+
+    # -- flows ----------------------------------------------------------------------------------------
+
+    def _enabled(self, name: str) -> bool:
+        if self.config.enabled_flows:
+            return name in self.config.enabled_flows
+        return name not in self.config.disabled_flows
+
+    def _build_flows(self) -> dict[str, FlowRunner]:
+        flows: dict[str, FlowRunner] = {}
+        for name, flow_cfg in self.config.flow.items():
+            if not self._enabled(name):
+                continue
+            tree = parse_flow(flow_cfg.flow_content, self.op_registry, flow_name=name)
+            try:
+                model = build_request_model(name, flow_cfg)
+            except ValueError as exc:
+                raise ConfigError(f"flow '{name}': {exc}") from None
+            flows[name] = FlowRunner(name, flow_cfg, tree, model)
+        return flows
+
+    def _check_prompts(self, services: Services) -> None:
+        seen: set[type[Op]] = set()
+        for runner in self.flows.values():
+            for op in runner.tree.ops():
+                cls = type(op)
+                names = getattr(cls, "prompts", None)
+                if names and cls not in seen:
+                    seen.add(cls)
+                    services.prompts.check(prompt_file_for(_module_file(cls)), names)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        cfg = self.config
+        data_dir = self.data_dir
+        services = Services(config=cfg, env=self.env, file_roots=self.file_roots)
+        self._check_prompts(services)
+        for name, llm_cfg in cfg.llm.items():
+            services.llms[name] = create_llm(name, llm_cfg, self.env)
+        for name, emb_cfg in cfg.embedding_model.items():
+            services.embedders[name] = create_embedder(name, emb_cfg, self.env)
+        for name, store_cfg in cfg.vector_store.items():
+            embedder = services.embedders.get(store_cfg.embedding_model)
+            if embedder is None:
+                raise ConfigError(
+                    f"vector_store.{name}.embedding_model: no embedding_model named {store_cfg.embedding_model!r}"
+                )
+            services.stores[name] = create_store(
+                store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
+            )
+        for client in [*services.llms.values(), *services.embedders.values(), *services.stores.values()]:
+            await client.start()
+        self.services = services
+        self._started = True
+        logger.info(
+            "started: %d flows, llm=%s, embedding=%s, store=%s",
+            len(self.flows),
+            services.llm().backend,
+            services.embedders["default"].backend if "default" in services.embedders else "-",
+            services.store().backend if "default" in services.stores else "-",
+        )
+
+    async def stop(self) -> None:
+        if not self._started or self.services is None:
+            return
+        services = self.services
+        for client in [*services.stores.values(), *services.embedders.values(), *services.llms.values()]:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - closing must reach every client
+                logger.exception("error while closing %s", type(client).__name__)
+        self._started = False
+        self.services = None
+
+    async def __aenter__(self) -> ReMeApp:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- execution ------------------------------------------------------------------------------------
+
+    def runner(self, name: str) -> FlowRunner:
+        try:
+            return self.flows[name]
+        except KeyError:
+            raise NotFoundError(f"unknown flow {name!r}; available: {', '.join(sorted(self.flows))}") from None
+
+    async def run_validated(self, runner: FlowRunner, request: Any, request_id: str) -> tuple[int, dict[str, Any]]:
+        """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope."""
+        if self.services is None:
+            raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
+        try:
+            response = await runner.run(request, services=self.services, request_id=request_id)
+        except ReMeError as error:
+            return error.status, error_envelope(error, request_id)
+        return 200, response.model_dump(mode="json")
+
+    async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Run flow `name` with these request fields; returns the response dict (errors included)."""
+        request_id = uuid.uuid4().hex[:16]
+        try:
+            runner = self.runner(name)
+            request = runner.request_model.model_validate(fields)
+        except NotFoundError as error:
+            return error_envelope(error, request_id)
+        except ValidationError as exc:
+            error = ReMeError("request validation failed", details={"errors": exc.errors(include_url=False)})
+            error.code, error.status = "validation_error", 422
+            return error_envelope(error, request_id)
+        return (await self.run_validated(runner, request, request_id))[1]
+
+    def execute(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Synchronous wrapper for scripts; not usable inside a running event loop."""
+        return asyncio.run(self._execute_once(name, fields))
+
+    async def _execute_once(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
+        started_here = not self._started
+        if started_here:
+            await self.start()
+        try:
+            return await self.async_execute(name, **fields)
+        finally:
+            if started_here:
+                await self.stop()
+
+    async def health(self) -> dict[str, Any]:
+        if self.services is None:
+            return {"status": "stopped"}
+        parts: dict[str, Any] = {}
+        for kind, clients in (
+            ("llm", self.services.llms),
+            ("embedding_model", self.services.embedders),
+            ("vector_store", self.services.stores),
+        ):
+            parts[kind] = {name: await client.health() for name, client in clients.items()}
+        down = any(info.get("status") == "down" for group in parts.values() for info in group.values())
+        return {"status": "degraded" if down else "healthy", **parts, "flows": sorted(self.flows)}
+
+
+def _module_file(cls: type) -> str:
+    import sys
+
+    module = sys.modules[cls.__module__]
+    assert module.__file__ is not None
+    return module.__file__

@@ -1,0 +1,53 @@
+"""The `reme` command: `reme [config=a.yaml] [key.sub=value ...]` → start the HTTP (or MCP) service."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from reme_service.errors import ConfigError
+
+USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
+
+Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
+Examples:
+  reme http.port=9000 vector_store.default.backend=memory
+  reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
+Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in args):
+        sys.stdout.write(USAGE)
+        return 0
+    from reme_service.app import ReMeApp
+
+    try:
+        app = ReMeApp(*args)
+    except ConfigError as exc:
+        sys.stderr.write(f"reme: configuration error: {exc.message}\n")
+        return 2
+    logging.basicConfig(level=app.config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if app.config.backend == "mcp":
+        sys.stderr.write("reme: the MCP backend is not available in this version yet\n")
+        return 2
+    import uvicorn
+
+    from reme_service.server.http import create_http_app
+
+    http = app.config.http
+    api = create_http_app(app)
+    sys.stderr.write(f"reme: serving {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
+    uvicorn.run(
+        api,
+        host=http.host,
+        port=http.port,
+        timeout_keep_alive=http.timeout_keep_alive,
+        limit_concurrency=http.limit_concurrency,
+        access_log=http.access_log,
+        log_level=app.config.log_level.lower(),
+    )
+    return 0

@@ -1,0 +1,102 @@
+"""Typed configuration: the whole service is described by one `AppConfig`, validated once at start-up.
+
+Every model forbids unknown keys, so a misspelt key fails the start with its name and the valid ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8002, ge=0, le=65535)
+    timeout_keep_alive: int = 600
+    limit_concurrency: int = 256
+    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
+    access_log: bool = False
+
+
+class McpConfig(_Strict):
+    transport: Literal["stdio", "sse", "streamable-http", "http"] = "sse"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8002, ge=0, le=65535)
+
+
+class LLMConfig(_Strict):
+    """`backend: auto` means `openai_compatible` when FLOW_LLM_API_KEY or FLOW_LLM_BASE_URL is set, else `none`."""
+
+    backend: Literal["auto", "openai_compatible", "none"] = "auto"
+    model_name: str = "qwen3-30b-a3b-instruct-2507"
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict, description="sent verbatim with each request")
+    max_retries: int = Field(default=3, ge=0)
+    timeout: float = Field(default=60.0, gt=0)
+
+
+class EmbeddingConfig(_Strict):
+    """`backend: auto` means `openai_compatible` when FLOW_EMBEDDING_API_KEY or FLOW_EMBEDDING_BASE_URL is set,
+    else the offline `local` MiniLM model."""
+
+    backend: Literal["auto", "openai_compatible", "local", "hash"] = "auto"
+    model_name: str = ""
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class VectorStoreConfig(_Strict):
+    backend: str = "local"
+    embedding_model: str = "default"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class InputField(_Strict):
+    """One declared request field of a flow (ReMe's `input_schema` entry, plus the constraints we enforce)."""
+
+    type: Literal["string", "integer", "number", "boolean", "array", "object", "any"] = "string"
+    description: str = ""
+    required: bool = False
+    default: Any = None
+    enum: list[Any] | None = None
+    items: str | None = Field(default=None, description="named item schema for arrays, e.g. Trajectory")
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    min_items: int | None = None
+
+
+class FlowConfig(_Strict):
+    flow_content: str
+    description: str = ""
+    input_schema: dict[str, InputField] = Field(default_factory=dict)
+    stream: bool = False
+
+
+class AppConfig(_Strict):
+    backend: Literal["http", "mcp"] = "http"
+    language: Literal["", "en", "zh"] = ""
+    log_level: str = "INFO"
+    data_dir: str = Field(default="./reme_data", description="where the local store and working memory live")
+    file_roots: list[str] = Field(
+        default_factory=list,
+        description="directories that dump/load paths may resolve into; empty = the working directory and data_dir",
+    )
+    default_workspace: str = Field(default="default", description="used when a request's workspace_id is empty")
+    enabled_flows: list[str] = Field(default_factory=list)
+    disabled_flows: list[str] = Field(default_factory=list)
+    thread_pool_max_workers: int = 16
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
+    embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
+    vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})
+    flow: dict[str, FlowConfig] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,91 @@
+"""RerankMemoryOp: optionally let the LLM reorder the recalled memories, filter by score, keep `top_k`.
+
+LLM reply contract: a JSON object `{"ranked_indices": [...], "reasoning": "..."}` (or a bare list). Listed
+valid indices come first, each once; unlisted ones follow in their original order. An unparseable reply
+is an `LLMError` after the client's retries have already run, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.errors import LLMError
+from reme_service.flow import keys
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.providers.llm.json_extract import extract_json
+from reme_service.schema.memory import BaseMemory
+from reme_service.schema.messages import Message
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class RerankMemoryParams(OpParams):
+    enable_llm_rerank: bool = True
+    enable_score_filter: bool = False
+    min_score_threshold: float = 0.3
+    top_k: int = 5
+    llm: str = "default"
+
+
+def parse_ranking(reply: str, count: int) -> list[int] | None:
+    """Indices from the reply, deduplicated and range-checked; None when the reply has no ranking."""
+    data = extract_json(reply)
+    if isinstance(data, dict):
+        data = data.get("ranked_indices")
+    if not isinstance(data, list):
+        return None
+    order: list[int] = []
+    for item in data:
+        if isinstance(item, int | float) and int(item) == item and 0 <= int(item) < count and int(item) not in order:
+            order.append(int(item))
+    return order
+
+
+def apply_ranking(memories: list[BaseMemory], order: list[int]) -> list[BaseMemory]:
+    rest = [m for i, m in enumerate(memories) if i not in set(order)]
+    return [memories[i] for i in order] + rest
+
+
+class RerankMemoryOp(Op):
+    Params: ClassVar[type[OpParams]] = RerankMemoryParams
+    prompts: ClassVar[dict[str, set[str]]] = {"rerank": {"query", "candidates", "count"}}
+    params: RerankMemoryParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        params = self.params
+        memories = ctx.get(keys.MEMORY_LIST, [])
+        if not memories:
+            return
+        if params.enable_llm_rerank:
+            llm = ctx.services.llm(params.llm)
+            if llm.available:
+                memories = await self._llm_rerank(ctx, memories)
+            else:
+                ctx.without_llm(self.name)
+        if params.enable_score_filter:
+            memories = [m for m in memories if self._quality(m) >= params.min_score_threshold]
+        memories = memories[: params.top_k]
+        ctx[keys.MEMORY_LIST] = memories
+        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+
+    @staticmethod
+    def _quality(memory: BaseMemory) -> float:
+        confidence = memory.metadata.get("confidence", 0.5)
+        confidence = float(confidence) if isinstance(confidence, int | float) else 0.5
+        relevance = memory.relevance if memory.relevance is not None else 0.5
+        return (confidence + relevance) / 2
+
+    async def _llm_rerank(self, ctx: FlowContext, memories: list[BaseMemory]) -> list[BaseMemory]:
+        candidates = "\n---\n".join(
+            f"Candidate {i}\nCondition: {m.when_to_use}\nExperience: {m.content}" for i, m in enumerate(memories)
+        )
+        prompt = ctx.services.prompts.render(
+            PROMPTS, "rerank", ctx.language, query=ctx[keys.QUERY], candidates=candidates, count=len(memories)
+        )
+        reply = await ctx.services.llm(self.params.llm).chat([Message(role="user", content=prompt)])
+        order = parse_ranking(reply.text, len(memories))
+        if order is None:
+            raise LLMError(f"rerank reply has no 'ranked_indices' list: {reply.text[:200]!r}")
+        return apply_ranking(memories, order)

@@ -1,0 +1,72 @@
+"""Read and write memory-library JSONL files (one memory dict per line), off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from reme_service.errors import InvalidRequestError, NotFoundError
+from reme_service.schema.memory import BaseMemory, memory_from_dict
+
+
+def library_file(path: Path, workspace_id: str) -> Path:
+    """A path naming a `.jsonl` file is used as is; a directory holds `<workspace_id>.jsonl` (ReMe's rule)."""
+    return path if path.suffix == ".jsonl" else path / f"{workspace_id}.jsonl"
+
+
+def _parse(file: Path) -> list[BaseMemory]:
+    if not file.is_file():
+        raise NotFoundError(f"memory library {str(file)!r} does not exist")
+    memories: list[BaseMemory] = []
+    with file.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                data: Any = orjson.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("a line must be a JSON object")
+                memories.append(memory_from_dict(data))
+            except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
+                reason = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _first_error(exc)
+                raise InvalidRequestError(
+                    f"{file.name} line {number}: {reason}", details={"file": str(file), "line": number}
+                ) from None
+    return memories
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"field '{loc}': {err['msg']}" if loc else str(err["msg"])
+
+
+def _write(file: Path, memories: list[BaseMemory]) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for memory in memories:
+                handle.write(orjson.dumps(memory.model_dump(mode="json")) + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+async def read_library(file: Path) -> list[BaseMemory]:
+    """Every memory of the file; a malformed line is a 400 naming the line, a missing file a 404."""
+    return await asyncio.to_thread(_parse, file)
+
+
+async def write_library(file: Path, memories: list[BaseMemory]) -> None:
+    """Write atomically (temp file, fsync, rename): readers never see a half-written library."""
+    await asyncio.to_thread(_write, file, memories)

@@ -1,0 +1,53 @@
+"""RecallVectorStoreOp: search the workspace for the query and turn the hits into memories.
+
+Each memory keeps its stored `score`; the search similarity goes into `relevance`. Later hits whose
+`content` repeats an earlier hit's are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.flow import keys
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.schema.memory import BaseMemory, memory_from_node
+
+MAX_TOP_K = 50
+
+
+class RecallVectorStoreParams(OpParams):
+    top_k: int | None = None
+    threshold_score: float | None = None
+    store: str = "default"
+    memory_type: str | None = None
+
+
+class RecallVectorStoreOp(Op):
+    Params: ClassVar[type[OpParams]] = RecallVectorStoreParams
+    params: RecallVectorStoreParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        params = self.params
+        query = ctx[keys.QUERY]
+        top_k = int(ctx.field("top_k", params.top_k or 3))
+        top_k = max(1, min(top_k, MAX_TOP_K))
+        flt = {"metadata.memory_type": params.memory_type} if params.memory_type else None
+        store = ctx.services.store(params.store)
+        # Over-fetch a little so dropping repeated contents still leaves top_k items.
+        hits = await store.search(ctx.workspace_id, query, top_k=min(top_k * 2, MAX_TOP_K * 2), filter=flt)
+        seen: set[str] = set()
+        memories: list[BaseMemory] = []
+        for hit in hits:
+            if params.threshold_score is not None and hit.score < params.threshold_score:
+                continue
+            memory = memory_from_node(hit.node)
+            if memory.content in seen:
+                continue
+            seen.add(memory.content)
+            memory.relevance = round(hit.score, 6)
+            memories.append(memory)
+            if len(memories) >= top_k:
+                break
+        ctx[keys.MEMORY_LIST] = memories
+        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]

@@ -1,0 +1,112 @@
+"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert.
+
+`metadata.action_result` is always JSON (a dict or a list of memory dicts), never a Python repr string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.vector_store.library_io import library_file, read_library, write_library
+from reme_service.schema.memory import memory_from_dict, memory_from_node
+from reme_service.stores.base import VectorStore, validate_workspace_id
+
+ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert")
+
+
+class VectorStoreActionParams(OpParams):
+    store: str = "default"
+
+
+def _require(ctx: FlowContext, name: str) -> Any:
+    value = ctx.field(name)
+    if value in (None, "", []):
+        raise InvalidRequestError(f"action '{ctx.field('action')}' needs '{name}'", details={"field": name})
+    return value
+
+
+class VectorStoreActionOp(Op):
+    Params: ClassVar[type[OpParams]] = VectorStoreActionParams
+    params: VectorStoreActionParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        action = ctx.field("action", "")
+        handlers: dict[str, Callable[[FlowContext, VectorStore], Awaitable[Any]]] = {
+            "list": self._list,
+            "dump": self._dump,
+            "load": self._load,
+            "copy": self._copy,
+            "delete": self._delete,
+            "delete_ids": self._delete_ids,
+            "insert": self._insert,
+        }
+        handler = handlers.get(action)
+        if handler is None:
+            raise InvalidRequestError(
+                f"unknown action {action!r}; valid actions: {', '.join(ACTIONS)}", details={"field": "action"}
+            )
+        store = ctx.services.store(self.params.store)
+        ctx.response.answer = ""
+        ctx.response.metadata["action_result"] = await handler(ctx, store)
+
+    async def _list(self, ctx: FlowContext, store: VectorStore) -> list[dict[str, Any]]:
+        nodes = await store.list_nodes(ctx.workspace_id)
+        return [memory_from_node(n).model_dump(mode="json") for n in nodes]
+
+    async def _dump(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        target = library_file(ctx.services.resolve_path(_require(ctx, "path")), ctx.workspace_id)
+        nodes = await store.list_nodes(ctx.workspace_id)
+        memories = [memory_from_node(n) for n in nodes]
+        await write_library(target, memories)
+        return {"size": len(memories), "path": str(target)}
+
+    async def _load(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        source = library_file(ctx.services.resolve_path(_require(ctx, "path")), ctx.workspace_id)
+        memories = await read_library(source)
+        nodes = []
+        for memory in memories:
+            memory.workspace_id = ctx.workspace_id
+            nodes.append(memory.to_vector_node())
+        async with store.lock(ctx.workspace_id):
+            size = await store.replace_workspace(ctx.workspace_id, nodes)
+        return {"size": size}
+
+    async def _copy(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        src = validate_workspace_id(str(_require(ctx, "src_workspace_id")))
+        if not await store.exists_workspace(src):
+            return {"size": 0}
+        async with store.lock(ctx.workspace_id):
+            return {"size": await store.copy_workspace(src, ctx.workspace_id)}
+
+    async def _delete(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        async with store.lock(ctx.workspace_id):
+            return {"deleted": await store.delete_workspace(ctx.workspace_id)}
+
+    async def _delete_ids(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        ids = [str(i) for i in _require(ctx, "memory_ids")]
+        async with store.lock(ctx.workspace_id):
+            return {"deleted_count": await store.delete_ids(ctx.workspace_id, ids)}
+
+    async def _insert(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+        dicts = _require(ctx, "memory_dicts")
+        nodes = []
+        for index, data in enumerate(dicts):
+            try:
+                memory = memory_from_dict(data)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise InvalidRequestError(
+                    f"memory_dicts[{index}]: {loc}: {err['msg']}", details={"field": f"memory_dicts[{index}]"}
+                ) from None
+            memory.workspace_id = ctx.workspace_id
+            nodes.append(memory.to_vector_node())
+        async with store.lock(ctx.workspace_id):
+            await store.upsert(ctx.workspace_id, nodes)
+        return {"size": len(nodes), "memory_ids": [n.unique_id for n in nodes]}

@@ -1,0 +1,7 @@
+"""Working ops."""
+
+from __future__ import annotations
+
+from reme_service.flow.op import Op
+
+WORKING_OPS: tuple[type[Op], ...] = ()

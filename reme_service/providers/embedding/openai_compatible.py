@@ -1,0 +1,161 @@
+"""Embeddings through any OpenAI-compatible `/embeddings` endpoint (OpenAI, DashScope `text-embedding-v4`, vLLM, ...).
+
+Texts are split into batches of `max_batch_size` (DashScope accepts at most 10 per request), and the batches are
+sent concurrently, at most `max_concurrency` at a time. Each reply is put back in input order by its `index`
+fields and checked: the number of vectors and every vector's size must match, otherwise `EmbeddingError`
+(not retried: a misconfigured model does not fix itself). Transport failures are retried like the LLM's
+(see `reme_service.providers.llm.openai_compatible.call_with_retries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+from numpy.typing import NDArray
+
+from reme_service.errors import EmbeddingError
+from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
+from reme_service.providers.llm.openai_compatible import call_with_retries
+
+
+class OpenAICompatibleEmbedding(EmbeddingClient):
+    """`embed` returns L2-normalised float32 rows in input order; `embed([])` makes no request.
+
+    An injected `http_client` belongs to the caller and is not closed by `close()`.
+    """
+
+    backend = "openai_compatible"
+
+    def __init__(
+        self,
+        *,
+        model_name: str = "text-embedding-v4",
+        dimensions: int = 1024,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_batch_size: int = 10,
+        max_concurrency: int = 4,
+        max_retries: int = 3,
+        timeout: float = 60.0,
+        backoff: float = 0.5,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if dimensions < 1:
+            raise ValueError("dimensions must be >= 1")
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        if backoff < 0:
+            raise ValueError("backoff must be >= 0")
+        self.model_name = model_name
+        self._dimensions = dimensions
+        self.base_url = base_url
+        self.max_batch_size = max_batch_size
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.backoff = backoff
+        self._owns_http_client = http_client is None
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or "EMPTY",
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
+        )
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dimensions), dtype=np.float32)
+        batches = [texts[i : i + self.max_batch_size] for i in range(0, len(texts), self.max_batch_size)]
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+        tasks = [asyncio.ensure_future(self._embed_batch(batch, semaphore)) for batch in batches]
+        try:
+            parts = await asyncio.gather(*tasks)
+        except BaseException:
+            # One batch failed (or we were cancelled): stop the others before reporting.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return normalise_rows(np.concatenate(parts, axis=0))
+
+    async def _embed_batch(self, batch: list[str], semaphore: asyncio.Semaphore) -> NDArray[np.float32]:
+        async with semaphore:
+            return await call_with_retries(
+                lambda: self._request(batch),
+                max_retries=self.max_retries,
+                backoff=self.backoff,
+                error_cls=EmbeddingError,
+                what=f"embedding call to model '{self.model_name}'",
+                request_timeout=self.timeout,
+                details={"backend": self.backend, "model": self.model_name, "base_url": self.base_url},
+            )
+
+    async def _request(self, batch: list[str]) -> NDArray[np.float32]:
+        response = await self._client.embeddings.create(
+            model=self.model_name,
+            input=batch,
+            dimensions=self._dimensions,
+            encoding_format="float",
+        )
+        return self._check(response.data, expected=len(batch))
+
+    def _check(self, data: Sequence[Any], *, expected: int) -> NDArray[np.float32]:
+        details: dict[str, Any] = {"backend": self.backend, "model": self.model_name}
+        if len(data) != expected:
+            raise EmbeddingError(
+                f"embedding model '{self.model_name}' returned the wrong number of vectors: "
+                f"expected {expected}, got {len(data)}",
+                details={**details, "expected": expected, "got": len(data)},
+            )
+        indexes = [getattr(item, "index", None) for item in data]
+        if all(isinstance(i, int) for i in indexes):
+            if sorted(indexes) != list(range(expected)):
+                raise EmbeddingError(
+                    f"embedding model '{self.model_name}' returned indexes {indexes}, expected 0..{expected - 1}",
+                    details=details,
+                )
+            data = sorted(data, key=lambda item: item.index)
+        rows = [_vector(getattr(item, "embedding", None)) for item in data]
+        for row in rows:
+            if row.shape != (self._dimensions,):
+                got = row.shape[0] if row.ndim == 1 else row.shape
+                raise EmbeddingError(
+                    f"embedding model '{self.model_name}' returned vectors of the wrong dimension: "
+                    f"expected {self._dimensions}, got {got}",
+                    details={**details, "expected": self._dimensions, "got": got},
+                )
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    async def close(self) -> None:
+        if self._owns_http_client:
+            await self._client.close()
+
+
+def _vector(value: Any) -> NDArray[np.float32]:
+    """One embedding as float32: a list of floats, or the base64 of little-endian float32 some servers send."""
+    if isinstance(value, str):
+        try:
+            return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+        except ValueError as exc:
+            raise EmbeddingError(f"an embedding is neither a list of floats nor base64: {exc}") from exc
+    if value is None:
+        raise EmbeddingError("an item of the embedding reply has no 'embedding'")
+    return np.asarray(value, dtype=np.float32)

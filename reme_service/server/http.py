@@ -1,0 +1,110 @@
+"""The HTTP adapter: `POST /<flow>` per flow, `GET /health`, OpenAPI at `/docs`. No logic lives here.
+
+Schema errors are FastAPI's 422 `detail` list; every other failure is the envelope
+`{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import Response
+
+from reme_service import __version__
+from reme_service.app import ReMeApp, error_envelope
+from reme_service.errors import NotFoundError, ReMeError
+from reme_service.flow.runner import FlowRunner
+
+logger = logging.getLogger("reme_service.http")
+
+
+def _json(body: Any, status: int = 200, request_id: str | None = None) -> Response:
+    headers = {"x-request-id": request_id} if request_id else None
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _request_id(request: Request) -> str:
+    given = request.headers.get("x-request-id", "")
+    return given[:64] if given and given.isprintable() else uuid.uuid4().hex[:16]
+
+
+def _flow_endpoint(app: ReMeApp, runner: FlowRunner) -> Callable[..., Awaitable[Response]]:
+    async def endpoint(request: Request, body: Any) -> Response:
+        request_id = _request_id(request)
+        status, payload = await app.run_validated(runner, body, request_id)
+        return _json(payload, status, request_id)
+
+    # FastAPI reads the body model from the signature; each flow gets its own generated model.
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=runner.request_model),
+        ]
+    )
+    endpoint.__name__ = runner.name
+    return endpoint
+
+
+def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
+    """Build the FastAPI app. With `manage_lifecycle`, the server's lifespan starts and stops `app`."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await app.start()
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await app.stop()
+
+    api = FastAPI(title="ReMe memory service", version=__version__, lifespan=lifespan)
+    if app.config.http.cors_origins:
+        api.add_middleware(
+            CORSMiddleware,
+            allow_origins=app.config.http.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+        )
+
+    @api.get("/health", summary="Service health: status of the store and providers")
+    async def health() -> Response:
+        return _json(await app.health())
+
+    for runner in app.flows.values():
+        api.add_api_route(
+            f"/{runner.name}",
+            _flow_endpoint(app, runner),
+            methods=["POST"],
+            summary=runner.config.description or runner.name,
+            response_class=Response,
+            name=runner.name,
+        )
+
+    @api.post("/{flow_name}", include_in_schema=False)
+    async def unknown_flow(flow_name: str, request: Request) -> Response:
+        request_id = _request_id(request)
+        error = NotFoundError(f"unknown flow {flow_name!r}; available: {', '.join(sorted(app.flows))}")
+        return _json(error_envelope(error, request_id), error.status, request_id)
+
+    @api.exception_handler(ReMeError)
+    async def remex_handler(request: Request, exc: ReMeError) -> Response:
+        request_id = _request_id(request)
+        return _json(error_envelope(exc, request_id), exc.status, request_id)
+
+    @api.exception_handler(Exception)
+    async def unexpected_handler(request: Request, exc: Exception) -> Response:
+        request_id = _request_id(request)
+        logger.exception("[%s] unexpected error", request_id)
+        error = ReMeError(f"internal error ({type(exc).__name__}); see the server log for request {request_id}")
+        return _json(error_envelope(error, request_id), 500, request_id)
+
+    return api

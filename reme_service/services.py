@@ -1,0 +1,46 @@
+"""What ops may use: config, LLM and embedding clients, stores, prompts and file roots — owned by the app."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reme_service.config.models import AppConfig
+from reme_service.errors import ConfigError, PathNotAllowedError
+from reme_service.prompts.loader import PromptLibrary
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.providers.llm.base import LLMClient
+from reme_service.stores.base import VectorStore
+
+
+@dataclass
+class Services:
+    config: AppConfig
+    env: Mapping[str, str]
+    llms: dict[str, LLMClient] = field(default_factory=dict)
+    embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
+    stores: dict[str, VectorStore] = field(default_factory=dict)
+    prompts: PromptLibrary = field(default_factory=PromptLibrary)
+    file_roots: list[Path] = field(default_factory=list)
+
+    def llm(self, name: str = "default") -> LLMClient:
+        try:
+            return self.llms[name]
+        except KeyError:
+            raise ConfigError(f"no llm named {name!r}; configured: {', '.join(self.llms)}") from None
+
+    def store(self, name: str = "default") -> VectorStore:
+        try:
+            return self.stores[name]
+        except KeyError:
+            raise ConfigError(f"no vector_store named {name!r}; configured: {', '.join(self.stores)}") from None
+
+    def resolve_path(self, path: str) -> Path:
+        """Resolve a client-supplied path (relative to the working directory); 403 if outside every root."""
+        resolved = Path(path).expanduser().resolve()
+        for root in self.file_roots:
+            if resolved == root or resolved.is_relative_to(root):
+                return resolved
+        roots = ", ".join(str(r) for r in self.file_roots)
+        raise PathNotAllowedError(f"path {path!r} resolves outside the allowed roots ({roots})")

@@ -1,0 +1,132 @@
+"""The vector-store contract every backend implements (async only).
+
+Semantics every backend must honour (tests/contract/ checks them):
+
+* **Workspaces** are namespaces named by validated ids (`[A-Za-z0-9._-]`, 1–128 chars, not only dots;
+  `validate_workspace_id`). Reads on an unknown workspace return empty results, never raise.
+  `upsert` creates the workspace when needed.
+* **Upsert by id**: a node whose `unique_id` exists replaces the old one. Nodes that carry a `vector` are stored
+  with it (never re-embedded); nodes without one are embedded (their `content`) by the store's embedder, in
+  batches. A vector whose dimension differs from the workspace's raises `DimensionMismatchError` naming both.
+* **Search** returns at most `top_k` `SearchHit`s ordered by similarity, highest first, each with a score in
+  [0, 1] (cosine similarity mapped as `(1 + cos) / 2` is NOT used: the score is `max(cos, 0)`), and only
+  nodes matching the filter. `search` embeds the query text; `search_vector` takes a vector.
+* **Filters** are a dict; each key is a dotted path into the node's dict form (`unique_id`, `content`,
+  `metadata.memory_type`, `metadata.metadata.freq`). A value may be a scalar (equality), a list (membership),
+  or a dict of operators `{"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"}`. All conditions must hold.
+  See `stores/filters.py`.
+* **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
+* **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
+  failure leaves the old workspace untouched.
+* **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.
+* **Concurrency**: single operations are atomic; `lock(workspace)` gives callers a per-workspace asyncio lock
+  for read-modify-write sequences.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from reme_service.errors import InvalidRequestError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.schema.vector_node import SearchHit, VectorNode
+
+_WORKSPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+Filter = dict[str, Any]
+
+
+def validate_workspace_id(workspace_id: str) -> str:
+    """Return the id if it is safe to use as a file, collection or index name; else raise a 400 error."""
+    if not _WORKSPACE_RE.fullmatch(workspace_id) or set(workspace_id) == {"."}:
+        raise InvalidRequestError(
+            f"invalid workspace_id {workspace_id!r}: use 1-128 characters from [A-Za-z0-9._-], not only dots",
+            details={"field": "workspace_id"},
+        )
+    return workspace_id
+
+
+class VectorStore(ABC):
+    """Base class of all backends. Subclasses implement the abstract methods."""
+
+    backend: str = "abstract"
+
+    def __init__(self, *, embedder: EmbeddingClient) -> None:
+        self.embedder = embedder
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def lock(self, workspace_id: str) -> asyncio.Lock:
+        """The per-workspace lock callers hold around read-modify-write sequences."""
+        return self._locks[workspace_id]
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Open connections / load state. Called once by the app."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Flush and release resources."""
+
+    async def health(self) -> dict[str, Any]:
+        """`{"status": "ok"}` or `{"status": "down", "reason": ...}`."""
+        return {"status": "ok", "backend": self.backend}
+
+    @abstractmethod
+    async def exists_workspace(self, workspace_id: str) -> bool: ...
+
+    @abstractmethod
+    async def create_workspace(self, workspace_id: str) -> None: ...
+
+    @abstractmethod
+    async def delete_workspace(self, workspace_id: str) -> bool:
+        """Drop the workspace; True if it existed."""
+
+    @abstractmethod
+    async def list_workspaces(self) -> list[str]: ...
+
+    @abstractmethod
+    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        """Insert or replace nodes by id; returns how many were written."""
+
+    @abstractmethod
+    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
+        """Delete nodes by id; returns how many existed and were deleted."""
+
+    @abstractmethod
+    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
+        """The nodes with these ids that exist, in the order asked."""
+
+    @abstractmethod
+    async def search_vector(
+        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+    ) -> list[SearchHit]: ...
+
+    @abstractmethod
+    async def list_nodes(
+        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
+    ) -> list[VectorNode]: ...
+
+    @abstractmethod
+    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        """Atomically make the workspace hold exactly `nodes` (embedding those without vectors first)."""
+
+    async def search(
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
+    ) -> list[SearchHit]:
+        """Embed `query` and search; an unknown workspace returns [] without an embedding call."""
+        if not await self.exists_workspace(workspace_id):
+            return []
+        vectors = await self.embedder.embed([query])
+        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter)
+
+    async def copy_workspace(self, src: str, dest: str) -> int:
+        """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count."""
+        nodes = await self.list_nodes(src, with_vectors=True)
+        copies = [n.model_copy(update={"workspace_id": dest}) for n in nodes]
+        await self.create_workspace(dest)
+        if copies:
+            await self.upsert(dest, copies)
+        return len(copies)

@@ -1,0 +1,408 @@
+"""The durable local vector store (backend "local"): the in-RAM engine plus a snapshot and a log per workspace.
+
+Files in `store_dir` for a workspace `<ws>`:
+
+* `<ws>.snap`, the snapshot, always replaced whole (temp file, fsync, `os.replace`, fsync of the directory):
+  a JSON header line `{"format", "version", "dim", "count", "nodes_bytes", "wal_id"}`, then `nodes_bytes` of
+  JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
+  vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
+* `<ws>.wal`, the write-ahead log: a header line `{"op": "wal", "wal_id"}`, then one JSON line per upsert
+  (`{"op": "upsert", "dim", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
+  (`{"op": "delete", "ids"}`), written and fsynced before the call returns and before RAM changes. One line
+  per call, so a batch is either wholly in the log or not at all.
+
+Recovery loads the snapshot and replays the log only when the log's `wal_id` is the snapshot's. Every snapshot
+gets a fresh random id, so a log already folded into a newer snapshot (a crash between the two steps of a
+compaction), or left behind by a deleted workspace, is never replayed. A torn last line (no newline, or not a
+valid record) is dropped and truncated away; a bad line followed by good ones is corruption (`StoreError`).
+
+Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
+`compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
+scans file names. All file I/O runs in worker threads, under the workspace's write lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+
+from reme_service.errors import InvalidRequestError, StoreError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.stores.base import validate_workspace_id
+from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_FORMAT = "reme-local-snapshot"
+SNAPSHOT_VERSION = 1
+SNAPSHOT_SUFFIX = ".snap"
+WAL_SUFFIX = ".wal"
+TMP_SUFFIX = ".tmp"
+_RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
+
+
+@dataclass(slots=True)
+class _Wal:
+    """The log of one loaded workspace."""
+
+    path: Path
+    snapshot_id: str  # the wal_id of the snapshot on disk; the log's header must carry it
+    ready: bool = False  # the file starts with that header and ends with a whole line
+    needs_snapshot: bool = False  # a failed append could not be undone: compact before appending again
+    fd: int | None = None
+    size: int = 0
+    records: int = 0
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as file:
+        for chunk in chunks:
+            file.write(chunk)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _close(wal: _Wal) -> None:
+    if wal.fd is not None:
+        fd, wal.fd = wal.fd, None
+        os.close(fd)
+
+
+def _snapshot_chunks(state: WorkspaceState, wal_id: str) -> list[bytes | memoryview]:
+    """The snapshot's bytes. Only reads `state` (the caller holds the write lock)."""
+    order = list(state.rows.values())
+    nodes = state.nodes
+    blob = b"".join(
+        orjson.dumps({"id": node.unique_id, "content": node.content, "metadata": node.metadata}) + b"\n"
+        for node in (nodes[row] for row in order)
+    )
+    vectors = np.ascontiguousarray(state.matrix[order], dtype="<f4") if state.dim else np.empty(0, "<f4")
+    header = {
+        "format": SNAPSHOT_FORMAT,
+        "version": SNAPSHOT_VERSION,
+        "dim": state.dim,
+        "count": len(order),
+        "nodes_bytes": len(blob),
+        "wal_id": wal_id,
+    }
+    return [orjson.dumps(header) + b"\n", blob, memoryview(vectors.reshape(-1)).cast("B")]
+
+
+def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
+    """Load a snapshot; FileNotFoundError when there is none."""
+    with open(path, "rb") as file:
+        try:
+            header = orjson.loads(file.readline())
+            if header["format"] != SNAPSHOT_FORMAT or header["version"] != SNAPSHOT_VERSION:
+                raise ValueError(f"unsupported snapshot format {header['format']!r} v{header['version']}")
+            dim, count, wal_id = header["dim"], int(header["count"]), str(header["wal_id"])
+            blob = file.read(int(header["nodes_bytes"]))
+            matrix = np.empty((count + count // 4 + 16, dim or 0), np.float32)
+            expected = count * (dim or 0) * 4
+            view = memoryview(matrix[:count].reshape(-1)).cast("B")
+            got = 0
+            while got < expected and (read := file.readinto(view[got:])):
+                got += read
+            if got != expected:
+                raise ValueError(f"truncated vectors: {got} of {expected} bytes")
+            items = [orjson.loads(line) for line in blob.split(b"\n")[:count]]
+            nodes = [StoredNode(str(it["id"]), workspace_id, it["content"], it["metadata"]) for it in items]
+            if len(nodes) != count:
+                raise ValueError(f"{len(nodes)} nodes for a count of {count}")
+        except _RECORD_ERRORS as exc:
+            raise StoreError(f"snapshot {path} is corrupt: {exc}") from exc
+    if sys.byteorder != "little":
+        matrix[:count].byteswap(inplace=True)
+    state = WorkspaceState(dim, matrix)
+    state.nodes = nodes
+    state.rows = {node.unique_id: row for row, node in enumerate(nodes)}
+    return state, wal_id
+
+
+def _apply_record(state: WorkspaceState, record: dict[str, Any], workspace_id: str) -> None:
+    """Replay one log record; raises one of _RECORD_ERRORS (before changing anything) if it is malformed."""
+    if record["op"] == "delete":
+        state.apply_delete([str(uid) for uid in record["ids"]])
+        return
+    if record["op"] != "upsert":
+        raise ValueError(f"unknown record {record['op']!r}")
+    dim, items = int(record["dim"]), record["nodes"]
+    raw = np.frombuffer(base64.b64decode(record["vectors"], validate=True), dtype="<f4")
+    vectors = raw.reshape(len(items), dim).astype(np.float32)
+    nodes = [StoredNode(str(it["id"]), workspace_id, it["content"], it["metadata"]) for it in items]
+    if state.dim is not None and state.dim != dim:
+        raise ValueError(f"a record of dimension {dim} in a workspace of dimension {state.dim}")
+    needed = state.size + state.count_new(node.unique_id for node in nodes)
+    state.apply_upsert(nodes, vectors, dim=dim, matrix=state.grown(needed, dim))
+
+
+def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
+    """Apply the log to a freshly loaded snapshot, dropping (and truncating) a torn last line."""
+    try:
+        data = wal.path.read_bytes()
+    except FileNotFoundError:
+        return
+    pos = records = 0
+    while (end := data.find(b"\n", pos)) >= 0:
+        try:
+            record = orjson.loads(data[pos:end])
+            if pos == 0:
+                if record.get("op") != "wal" or record.get("wal_id") != wal.snapshot_id:
+                    return  # a stale log: already in the snapshot, or from an older workspace
+            else:
+                _apply_record(state, record, workspace_id)
+                records += 1
+        except _RECORD_ERRORS as exc:
+            if data.find(b"\n", end + 1) >= 0:
+                raise StoreError(f"write-ahead log {wal.path} is corrupt at byte {pos}: {exc}") from exc
+            break  # the torn last line of an interrupted append
+        pos = end + 1
+    if pos == 0:
+        return  # not even a header: reset before the next append
+    if pos < len(data):
+        with open(wal.path, "r+b") as file:
+            file.truncate(pos)
+            os.fsync(file.fileno())
+    wal.ready, wal.size, wal.records = True, pos, records
+
+
+def _reset_wal(wal: _Wal) -> None:
+    """Replace the log by an empty one for the current snapshot."""
+    _close(wal)
+    header = orjson.dumps({"op": "wal", "wal_id": wal.snapshot_id}) + b"\n"
+    _atomic_write(wal.path, [header])
+    wal.ready, wal.size, wal.records = True, len(header), 0
+
+
+def _append(wal: _Wal, encode: Callable[[], bytes]) -> None:
+    """Append one record and fsync it; on failure undo the partial line (or demand a compaction)."""
+    data = encode()
+    try:
+        if wal.fd is None:
+            wal.fd = os.open(wal.path, os.O_WRONLY | os.O_APPEND)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(wal.fd, view) :]
+        os.fsync(wal.fd)
+    except OSError as exc:
+        try:
+            if wal.fd is None:
+                raise
+            os.ftruncate(wal.fd, wal.size)
+            os.fsync(wal.fd)
+        except OSError:
+            wal.needs_snapshot = True
+        raise StoreError(f"could not append to {wal.path}: {exc}") from exc
+    wal.size += len(data)
+    wal.records += 1
+
+
+def _encode_upsert(batch: Batch) -> bytes:
+    record = {
+        "op": "upsert",
+        "dim": batch.dim,
+        "nodes": [{"id": n.unique_id, "content": n.content, "metadata": n.metadata} for n in batch.nodes],
+        "vectors": base64.b64encode(np.ascontiguousarray(batch.vectors, dtype="<f4").tobytes()).decode(),
+    }
+    return orjson.dumps(record) + b"\n"
+
+
+class LocalVectorStore(MemoryVectorStore):
+    """Workspaces in RAM, made durable by a snapshot and a write-ahead log per workspace under `store_dir`."""
+
+    backend = "local"
+
+    def __init__(
+        self,
+        *,
+        embedder: EmbeddingClient,
+        store_dir: str | Path,
+        compact_after_records: int = 1_000,
+        compact_after_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        super().__init__(embedder=embedder)
+        if compact_after_records < 1 or compact_after_bytes < 1:
+            raise ValueError("compaction thresholds must be positive")
+        self.store_dir = Path(store_dir)
+        self.compact_after_records = compact_after_records
+        self.compact_after_bytes = compact_after_bytes
+        self._wals: dict[str, _Wal] = {}
+
+    def _snapshot_path(self, workspace_id: str) -> Path:
+        return self.store_dir / f"{workspace_id}{SNAPSHOT_SUFFIX}"
+
+    def _wal_path(self, workspace_id: str) -> Path:
+        return self.store_dir / f"{workspace_id}{WAL_SUFFIX}"
+
+    async def _io(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as exc:
+            raise StoreError(f"local vector store I/O failed in {self.store_dir}: {exc}") from exc
+
+
+    async def start(self) -> None:
+        await self._io(self._prepare_dir)
+
+    def _prepare_dir(self) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        for leftover in self.store_dir.glob(f"*{TMP_SUFFIX}"):
+            leftover.unlink(missing_ok=True)
+
+    async def health(self) -> dict[str, Any]:
+        if not await asyncio.to_thread(os.access, self.store_dir, os.W_OK):
+            return {"status": "down", "backend": self.backend, "reason": f"{self.store_dir} is not writable"}
+        return {"status": "ok", "backend": self.backend, "store_dir": str(self.store_dir)}
+
+    # ----- loading and listing -----
+
+    async def _load(self, workspace_id: str) -> WorkspaceState | None:
+        loaded = await self._io(self._read_workspace, workspace_id)
+        if loaded is None:
+            return None
+        state, self._wals[workspace_id] = loaded
+        return state
+
+    def _read_workspace(self, workspace_id: str) -> tuple[WorkspaceState, _Wal] | None:
+        try:
+            state, wal_id = _read_snapshot(self._snapshot_path(workspace_id), workspace_id)
+        except FileNotFoundError:
+            return None
+        wal = _Wal(self._wal_path(workspace_id), wal_id)
+        _replay(wal, state, workspace_id)
+        return state, wal
+
+    async def _exists_persisted(self, workspace_id: str) -> bool:
+        return await self._io(self._snapshot_path(workspace_id).is_file)
+
+    async def _list_persisted(self) -> list[str]:
+        return await self._io(self._scan)
+
+    def _scan(self) -> list[str]:
+        if not self.store_dir.is_dir():
+            return []
+        names = []
+        for entry in os.scandir(self.store_dir):
+            if entry.name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
+                try:
+                    names.append(validate_workspace_id(entry.name[: -len(SNAPSHOT_SUFFIX)]))
+                except InvalidRequestError:
+                    continue  # not one of ours
+        return names
+
+    # ----- persistence hooks (called under the workspace's write lock) -----
+
+    def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id))
+
+    async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
+        wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
+        await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)
+        self._wals[workspace_id] = wal  # the log is created by the first append
+
+    async def _persist_replace(self, workspace_id: str, state: WorkspaceState) -> None:
+        wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
+        await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)  # the commit point
+        old = self._wals.pop(workspace_id, None)
+        self._wals[workspace_id] = wal
+        try:
+            if old is not None:
+                await self._io(_close, old)
+            await self._io(_reset_wal, wal)
+        except StoreError as exc:  # the old log is stale now; the next append resets it
+            logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
+
+    async def _persist_drop(self, workspace_id: str) -> bool:
+        return await self._io(self._remove_files, workspace_id, self._wals.pop(workspace_id, None))
+
+    def _remove_files(self, workspace_id: str, wal: _Wal | None) -> bool:
+        if wal is not None:
+            _close(wal)
+        snapshot = self._snapshot_path(workspace_id)
+        existed = snapshot.is_file()
+        snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
+        if existed:
+            _fsync_dir(self.store_dir)
+        wal_path = self._wal_path(workspace_id)
+        for path in (wal_path, wal_path.with_name(wal_path.name + TMP_SUFFIX)):
+            path.unlink(missing_ok=True)
+        return existed
+
+    async def _log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+        await self._append_record(workspace_id, state, lambda: _encode_upsert(batch))
+
+    async def _log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+        await self._append_record(workspace_id, state, lambda: orjson.dumps({"op": "delete", "ids": ids}) + b"\n")
+
+    async def _append_record(self, workspace_id: str, state: WorkspaceState, encode: Callable[[], bytes]) -> None:
+        wal = self._wals[workspace_id]
+        if wal.needs_snapshot:
+            await self._compact(workspace_id, state, wal)
+        elif not wal.ready:
+            await self._io(_reset_wal, wal)
+        await self._io(_append, wal, encode)
+
+    async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+        wal = self._wals[workspace_id]
+        if wal.records >= self.compact_after_records or wal.size >= self.compact_after_bytes:
+            try:
+                await self._compact(workspace_id, state, wal)
+            except StoreError as exc:  # the write itself is durable in the log; retry at the next one
+                logger.warning("compacting workspace %r failed: %s", workspace_id, exc)
+
+    async def _compact(self, workspace_id: str, state: WorkspaceState, wal: _Wal) -> None:
+        """Write a snapshot under a new wal_id (the commit point), then start an empty log for it."""
+        wal_id = uuid.uuid4().hex
+        await self._io(self._write_snapshot, workspace_id, state, wal_id)
+        wal.snapshot_id, wal.ready, wal.needs_snapshot = wal_id, False, False
+        await self._io(_reset_wal, wal)
+
+    async def compact(self, workspace_id: str) -> None:
+        """Fold the workspace's log into a new snapshot now (no-op for an unknown workspace)."""
+        validate_workspace_id(workspace_id)
+        async with self._write_lock(workspace_id):
+            state = await self._open(workspace_id, create=False)
+            if state is not None:
+                await self._compact(workspace_id, state, self._wals[workspace_id])
+
+    async def close(self) -> None:
+        """Compact every workspace with logged writes, close the logs and forget the loaded state."""
+        await super().close()
+        for workspace_id in list(self._spaces):
+            async with self._write_lock(workspace_id):
+                state, wal = self._spaces.pop(workspace_id, None), self._wals.pop(workspace_id, None)
+                if state is None or wal is None:
+                    continue
+                try:
+                    if wal.records or wal.needs_snapshot:
+                        await self._compact(workspace_id, state, wal)
+                except StoreError as exc:  # nothing is lost: the log still holds the writes
+                    logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
+                finally:
+                    await self._io(_close, wal)
+

@@ -1,0 +1,547 @@
+"""The in-RAM vector store (backend "memory"), also the engine under the durable "local" backend.
+
+Each workspace is a `WorkspaceState`: one contiguous float32 matrix with spare capacity (grown by 1.5x), the
+nodes (stored without vectors) in row order, and an id -> row dict. Deleting swaps the last row into the hole,
+so the live rows stay contiguous and a search is one matrix-vector product over `matrix[:size]`. Listing
+must follow insertion order, which the rows no longer do after a swap: the id -> row dict provides it, because
+a Python dict keeps insertion order, keeps a key's place when its value (the row) is reassigned, and forgets
+a key in O(1). So a replaced node keeps its original place, like a dict entry.
+
+Concurrency. Writes to one workspace are serialised by an internal per-workspace lock (not `lock()`, which
+belongs to callers) and run as shielded tasks, so a cancelled caller never leaves a half-applied write.
+Embedding happens before that lock is taken. Reads and writes share the arrays through a `_Gate`: work over
+fewer than `INLINE_ROWS` rows runs inline on the event loop (a 2,000 x 384 product takes ~25 µs and a filter
+~0.3 µs a node), larger work in a worker thread; a mutation waits until no reader is in flight and holds new
+readers off while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+from numpy.typing import NDArray
+
+from reme_service.errors import DimensionMismatchError, InvalidRequestError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.base import Filter, VectorStore, validate_workspace_id
+from reme_service.stores.filters import NodePredicate, compile_filter
+
+T = TypeVar("T")
+
+INLINE_ROWS = 2_000
+_MIN_CAPACITY = 64
+_GROWTH = 1.5
+_NORM_TOLERANCE = 1e-4
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Mark a background future's exception as retrieved (its caller may have been cancelled)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def json_copy(value: Any, *, what: str = "metadata") -> Any:
+    """A deep copy of JSON-like data; InvalidRequestError when `value` is not JSON-serialisable."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise InvalidRequestError(f"{what} is not JSON-serialisable: {exc}") from exc
+
+
+class StoredNode:
+    """A node as held in RAM: the fields of a `VectorNode` minus the vector (which lives in the matrix), in
+    slots. Several times cheaper to create and smaller than a pydantic model, which matters for loading and
+    holding 100k nodes; filters read it like a `VectorNode`. Never handed out: `export_node` makes copies."""
+
+    __slots__ = ("unique_id", "workspace_id", "content", "metadata")
+
+    def __init__(self, unique_id: str, workspace_id: str, content: str, metadata: dict[str, Any]) -> None:
+        self.unique_id = unique_id
+        self.workspace_id = workspace_id
+        self.content = content
+        self.metadata = metadata
+
+
+
+def export_node(node: StoredNode, vector: NDArray[np.float32] | None = None) -> VectorNode:
+    """A copy of a stored node for a caller, who may mutate it freely."""
+    return VectorNode.model_construct(
+        unique_id=node.unique_id,
+        workspace_id=node.workspace_id,
+        content=node.content,
+        metadata=orjson.loads(orjson.dumps(node.metadata)),
+        vector=vector,
+    )
+
+
+def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
+    return DimensionMismatchError(
+        f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
+        details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
+    )
+
+
+class _Gate:
+    """Readers share a workspace's arrays; a mutation waits for running readers and holds new ones off."""
+
+    __slots__ = ("_readers", "_writing", "_changed")
+
+    def __init__(self) -> None:
+        self._readers = 0
+        self._writing = False
+        self._changed: asyncio.Event | None = None
+
+    async def _wait(self) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _release_shared(self) -> None:
+        self._readers -= 1
+        if not self._readers:
+            self._notify()
+
+    def _release_exclusive(self) -> None:
+        self._writing = False
+        self._notify()
+
+    async def run_shared(self, fn: Callable[[], T], *, inline: bool) -> T:
+        while self._writing:
+            await self._wait()
+        self._readers += 1
+        return await self._run(fn, inline, self._release_shared)
+
+    async def run_exclusive(self, fn: Callable[[], T], *, inline: bool) -> T:
+        """Run a mutation alone. Callers hold the workspace's write lock, so there is one writer at a time."""
+        self._writing = True
+        try:
+            while self._readers:
+                await self._wait()
+        except BaseException:
+            self._release_exclusive()
+            raise
+        return await self._run(fn, inline, self._release_exclusive)
+
+    @staticmethod
+    async def _run(fn: Callable[[], T], inline: bool, release: Callable[[], None]) -> T:
+        if inline:
+            try:
+                return fn()
+            finally:
+                release()
+        # The gate is released when the thread ends, not when an awaiting caller is cancelled.
+        future = asyncio.ensure_future(asyncio.to_thread(fn))
+        future.add_done_callback(lambda done: (release(), _consume(done)))
+        return await asyncio.shield(future)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Nodes ready to store: unique ids (last occurrence wins), copies without vectors, normalised rows."""
+
+    nodes: list[StoredNode]
+    vectors: NDArray[np.float32]
+    dim: int | None
+
+
+class WorkspaceState:
+    """One workspace in RAM. Mutators run only under the gate's exclusive side (or on a private state)."""
+
+    __slots__ = ("dim", "matrix", "nodes", "rows", "gate")
+
+    def __init__(self, dim: int | None = None, matrix: NDArray[np.float32] | None = None) -> None:
+        self.dim = dim
+        self.matrix: NDArray[np.float32] = np.empty((0, dim or 0), np.float32) if matrix is None else matrix
+        self.nodes: list[StoredNode] = []  # row order
+        self.rows: dict[str, int] = {}  # id -> row, in insertion order
+        self.gate = _Gate()
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    @classmethod
+    def build(cls, batch: Batch) -> WorkspaceState:
+        state = cls(batch.dim)
+        if batch.dim is not None:
+            matrix = state.grown(len(batch.nodes), batch.dim)
+            state.apply_upsert(batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
+        return state
+
+    def count_new(self, ids: Iterable[str]) -> int:
+        rows = self.rows
+        return sum(1 for uid in ids if uid not in rows)
+
+    def grown(self, needed: int, dim: int) -> NDArray[np.float32] | None:
+        """A larger copy of the matrix when `needed` rows do not fit, else None. Only reads `self`."""
+        capacity = self.matrix.shape[0]
+        if needed <= capacity and self.matrix.shape[1] == dim:
+            return None
+        matrix = np.empty((max(needed, int(capacity * _GROWTH), _MIN_CAPACITY), dim), np.float32)
+        if self.size:
+            matrix[: self.size] = self.matrix[: self.size]
+        return matrix
+
+    def apply_upsert(
+        self,
+        nodes: Sequence[StoredNode],
+        vectors: NDArray[np.float32],
+        *,
+        dim: int,
+        matrix: NDArray[np.float32] | None = None,
+    ) -> None:
+        """Insert or replace `nodes` (unique ids); `matrix` is a `grown()` buffer when rows must be added."""
+        if matrix is not None:
+            self.matrix = matrix
+        self.dim = dim
+        rows, row_nodes = self.rows, self.nodes
+        targets = np.empty(len(nodes), np.intp)
+        for i, node in enumerate(nodes):
+            row = rows.get(node.unique_id)
+            if row is None:
+                row = rows[node.unique_id] = len(row_nodes)
+                row_nodes.append(node)
+            else:
+                row_nodes[row] = node
+            targets[i] = row
+        self.matrix[targets] = vectors
+
+    def apply_delete(self, ids: Iterable[str]) -> int:
+        """Delete by id, moving the last row into each hole; returns how many existed."""
+        deleted = 0
+        rows, row_nodes, matrix = self.rows, self.nodes, self.matrix
+        for uid in ids:
+            row = rows.pop(uid, None)
+            if row is None:
+                continue
+            deleted += 1
+            last = len(row_nodes) - 1
+            moved = row_nodes.pop()
+            if row != last:
+                row_nodes[row] = moved
+                rows[moved.unique_id] = row  # keeps the moved id's insertion position
+                matrix[row] = matrix[last]
+        return deleted
+
+    def search(self, query: NDArray[np.float32], top_k: int, predicate: NodePredicate | None) -> list[SearchHit]:
+        n = self.size
+        k = min(top_k, n)
+        if k <= 0:
+            return []
+        scores = self.matrix[:n] @ query
+        rows = _top_rows(scores, k) if predicate is None else self._filtered_top(scores, k, predicate)
+        values = np.clip(scores[rows], 0.0, 1.0).tolist()
+        return [
+            SearchHit.model_construct(node=export_node(self.nodes[row]), score=score)
+            for row, score in zip(rows.tolist(), values, strict=True)
+        ]
+
+    def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: NodePredicate) -> NDArray[np.intp]:
+        """The k best matching rows. The filter is evaluated lazily, best-scoring rows first, over a window of
+        the top rows (any row outside scores no higher than those inside, so the first k matches are the
+        answer); when a filter proves selective the window widens, and past half the rows every node is tested."""
+        n, nodes = len(scores), self.nodes
+        window = max(8 * k, 64)
+        while window < n // 2:
+            found: list[int] = []
+            for row in _top_rows(scores, window).tolist():
+                if predicate(nodes[row]):
+                    found.append(row)
+                    if len(found) == k:
+                        return np.asarray(found, dtype=np.intp)
+            window = max(4 * window, 2 * window * k // max(len(found), 1))
+        candidates = np.flatnonzero(np.fromiter(map(predicate, nodes), dtype=bool, count=n))
+        return candidates[_top_rows(scores[candidates], min(k, len(candidates)))]
+
+    def export(self, predicate: NodePredicate | None, with_vectors: bool) -> list[VectorNode]:
+        nodes = self.nodes
+        rows = [row for row in self.rows.values() if predicate is None or predicate(nodes[row])]
+        if not with_vectors:
+            return [export_node(nodes[row]) for row in rows]
+        vectors = self.matrix[rows]
+        return [export_node(nodes[row], vectors[i]) for i, row in enumerate(rows)]
+
+    def get(self, ids: Sequence[str]) -> list[VectorNode]:
+        found = [row for uid in ids if (row := self.rows.get(uid)) is not None]
+        vectors = self.matrix[found]
+        return [export_node(self.nodes[row], vectors[i]) for i, row in enumerate(found)]
+
+
+def _top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
+    """The indices of the k highest scores, highest first (argpartition, then a sort of those k only)."""
+    total = len(scores)
+    top = np.argpartition(scores, total - k)[total - k :] if k < total else np.arange(total)
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
+def _as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
+    query = np.asarray(vector, dtype=np.float32)
+    if query.ndim != 1:
+        raise InvalidRequestError("a query vector must be one-dimensional")
+    if query.shape[0] != dim:
+        raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
+    if not np.isfinite(query).all():
+        raise InvalidRequestError("the query vector holds NaN or infinity")
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm > 0 and abs(norm - 1.0) > _NORM_TOLERANCE else query
+
+
+def _build_batch(
+    workspace_id: str,
+    unique: list[VectorNode],
+    missing: list[int],
+    embedded: NDArray[np.float32] | None,
+    dim: int,
+) -> Batch:
+    vectors = np.empty((len(unique), dim), np.float32)
+    for i, node in enumerate(unique):
+        if node.vector is not None:
+            vectors[i] = node.vector
+    if missing and embedded is not None:
+        vectors[missing] = embedded
+    if not np.isfinite(vectors).all():
+        raise InvalidRequestError("a node vector holds NaN or infinity")
+    norms = np.linalg.norm(vectors, axis=1)
+    off = (np.abs(norms - 1.0) > _NORM_TOLERANCE) & (norms > 0)
+    if off.any():
+        vectors[off] /= norms[off, None]
+    nodes = [
+        StoredNode(n.unique_id, workspace_id, n.content, json_copy(n.metadata, what=f"the metadata of {n.unique_id!r}"))
+        for n in unique
+    ]
+    return Batch(nodes, vectors, dim)
+
+
+class MemoryVectorStore(VectorStore):
+    """Workspaces in RAM; nothing survives the process. Subclasses add persistence through the `_persist_*` /
+    `_log_*` hooks, which run under the workspace's write lock before the in-RAM state changes."""
+
+    backend = "memory"
+
+    def __init__(self, *, embedder: EmbeddingClient) -> None:
+        super().__init__(embedder=embedder)
+        self._spaces: dict[str, WorkspaceState] = {}
+        self._write_locks: dict[str, asyncio.Lock] = {}
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    # ----- persistence hooks (no-ops in RAM) -----
+
+    async def _load(self, workspace_id: str) -> WorkspaceState | None:
+        return None
+
+    async def _exists_persisted(self, workspace_id: str) -> bool:
+        return False
+
+    async def _list_persisted(self) -> list[str]:
+        return []
+
+    async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
+        return None
+
+    async def _persist_replace(self, workspace_id: str, state: WorkspaceState) -> None:
+        return None
+
+    async def _persist_drop(self, workspace_id: str) -> bool:
+        return False
+
+    async def _log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+        return None
+
+    async def _log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+        return None
+
+    async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+        return None
+
+    # ----- plumbing -----
+
+    def _write_lock(self, workspace_id: str) -> asyncio.Lock:
+        return self._write_locks.setdefault(workspace_id, asyncio.Lock())
+
+    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a write to completion even if the awaiting caller is cancelled."""
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(_consume)
+        return await asyncio.shield(task)
+
+    async def _open(self, workspace_id: str, *, create: bool) -> WorkspaceState | None:
+        """The workspace's state, loading or creating it. Call with the workspace's write lock held."""
+        state = self._spaces.get(workspace_id)
+        if state is None:
+            state = await self._load(workspace_id)
+            if state is None and create:
+                state = WorkspaceState()
+                await self._persist_create(workspace_id, state)
+            if state is not None:
+                self._spaces[workspace_id] = state
+        return state
+
+    async def _get(self, workspace_id: str) -> WorkspaceState | None:
+        state = self._spaces.get(workspace_id)
+        if state is not None:
+            return state
+        async with self._write_lock(workspace_id):
+            return await self._open(workspace_id, create=False)
+
+    async def _prepare(self, workspace_id: str, nodes: Sequence[VectorNode], dim: int | None) -> Batch:
+        """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
+        latest: dict[str, VectorNode] = {}
+        for node in nodes:
+            latest[node.unique_id] = node  # first position, last version
+        unique = list(latest.values())
+        if not unique:
+            return Batch([], np.empty((0, dim or 0), np.float32), dim)
+        for node in unique:
+            if node.vector is not None and np.ndim(node.vector) != 1:
+                raise InvalidRequestError(f"the vector of node {node.unique_id!r} must be one-dimensional")
+        first = unique[0].vector
+        expected = dim if dim is not None else (len(first) if first is not None else self.embedder.dimensions)
+        missing = [i for i, node in enumerate(unique) if node.vector is None]
+        for node in unique:
+            if node.vector is not None and len(node.vector) != expected:
+                what = f"the vector of node {node.unique_id!r}"
+                raise dimension_error(workspace_id, expected, len(node.vector), what)
+        embedded: NDArray[np.float32] | None = None
+        if missing:
+            if self.embedder.dimensions != expected:
+                raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
+            embedded = await self.embedder.embed([unique[i].content for i in missing])
+            if embedded.shape != (len(missing), expected):
+                raise dimension_error(workspace_id, expected, embedded.shape[-1], "the embedder's output")
+        build = partial(_build_batch, workspace_id, unique, missing, embedded, expected)
+        return build() if len(unique) < INLINE_ROWS else await asyncio.to_thread(build)
+
+    # ----- writes -----
+
+    async def create_workspace(self, workspace_id: str) -> None:
+        validate_workspace_id(workspace_id)
+        if workspace_id not in self._spaces:
+            await self._shielded(self._commit_create(workspace_id))
+
+    async def _commit_create(self, workspace_id: str) -> None:
+        async with self._write_lock(workspace_id):
+            await self._open(workspace_id, create=True)
+
+    async def delete_workspace(self, workspace_id: str) -> bool:
+        validate_workspace_id(workspace_id)
+        return await self._shielded(self._commit_drop(workspace_id))
+
+    async def _commit_drop(self, workspace_id: str) -> bool:
+        async with self._write_lock(workspace_id):
+            existed = self._spaces.pop(workspace_id, None) is not None
+            return await self._persist_drop(workspace_id) or existed
+
+    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        batch = await self._prepare(workspace_id, nodes, state.dim if state is not None else None)
+        return await self._shielded(self._commit_upsert(workspace_id, batch))
+
+    async def _commit_upsert(self, workspace_id: str, batch: Batch) -> int:
+        async with self._write_lock(workspace_id):
+            state = await self._open(workspace_id, create=True)
+            assert state is not None
+            if batch.dim is None or not batch.nodes:
+                return 0
+            if state.dim is not None and state.dim != batch.dim:
+                raise dimension_error(workspace_id, state.dim, batch.dim, "the batch's vectors")
+            await self._log_upsert(workspace_id, state, batch)
+            small = state.size < INLINE_ROWS and len(batch.nodes) < INLINE_ROWS
+            needed = state.size + state.count_new(node.unique_id for node in batch.nodes)
+            grow = partial(state.grown, needed, batch.dim)
+            matrix = grow() if small else await asyncio.to_thread(grow)  # copying only reads: readers may run
+            apply = partial(state.apply_upsert, batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
+            await state.gate.run_exclusive(apply, inline=len(batch.nodes) < INLINE_ROWS)
+            await self._after_write(workspace_id, state)
+        return len(batch.nodes)
+
+    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
+        validate_workspace_id(workspace_id)
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return 0
+        return await self._shielded(self._commit_delete(workspace_id, unique))
+
+    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+        async with self._write_lock(workspace_id):
+            state = await self._open(workspace_id, create=False)
+            present = [uid for uid in ids if uid in state.rows] if state is not None else []
+            if state is None or not present:
+                return 0
+            await self._log_delete(workspace_id, state, present)
+            delete = partial(state.apply_delete, present)
+            deleted = await state.gate.run_exclusive(delete, inline=len(present) < INLINE_ROWS)
+            await self._after_write(workspace_id, state)
+        return deleted
+
+    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        batch = await self._prepare(workspace_id, nodes, None)
+        build = partial(WorkspaceState.build, batch)
+        state = build() if len(batch.nodes) < INLINE_ROWS else await asyncio.to_thread(build)
+        return await self._shielded(self._commit_replace(workspace_id, state))
+
+    async def _commit_replace(self, workspace_id: str, state: WorkspaceState) -> int:
+        async with self._write_lock(workspace_id):
+            await self._persist_replace(workspace_id, state)
+            self._spaces[workspace_id] = state  # readers still running keep the old state
+        return state.size
+
+    # ----- reads -----
+
+    async def exists_workspace(self, workspace_id: str) -> bool:
+        validate_workspace_id(workspace_id)
+        return workspace_id in self._spaces or await self._exists_persisted(workspace_id)
+
+    async def list_workspaces(self) -> list[str]:
+        return sorted(set(self._spaces) | set(await self._list_persisted()))
+
+    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
+        """The nodes that exist, in the order asked, with their vectors."""
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        if state is None or not ids:
+            return []
+        return await state.gate.run_shared(partial(state.get, list(ids)), inline=len(ids) < INLINE_ROWS)
+
+    async def search_vector(
+        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+    ) -> list[SearchHit]:
+        validate_workspace_id(workspace_id)
+        predicate = compile_filter(filter)
+        state = await self._get(workspace_id)
+        if state is None or state.dim is None or state.size == 0 or top_k <= 0:
+            return []
+        query = _as_query(vector, workspace_id, state.dim)
+        work = partial(state.search, query, top_k, predicate)
+        return await state.gate.run_shared(work, inline=state.size < INLINE_ROWS)
+
+    async def list_nodes(
+        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
+    ) -> list[VectorNode]:
+        validate_workspace_id(workspace_id)
+        predicate = compile_filter(filter)
+        state = await self._get(workspace_id)
+        if state is None or state.size == 0:
+            return []
+        work = partial(state.export, predicate, with_vectors)
+        return await state.gate.run_shared(work, inline=state.size < INLINE_ROWS)
+
+    async def close(self) -> None:
+        """Wait for writes still running on behalf of cancelled callers."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)

@@ -1,0 +1,395 @@
+"""The behaviour every `VectorStore` backend must show (see `reme_service/stores/base.py`).
+
+`StoreContract` is not collected itself: a backend's test module subclasses it and provides a `store` fixture
+built with the `embedder` fixture (a counting `HashEmbeddingClient(dimensions=64)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from reme_service.errors import DimensionMismatchError, EmbeddingError, InvalidRequestError
+from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.schema.vector_node import VectorNode
+from reme_service.stores.base import VectorStore
+
+DIM = 64
+WS = "contract-ws"
+
+CORPUS = [
+    ("deploy", "deploy the service with docker compose on a single host", "task", 3),
+    ("retry", "retry failed http requests with exponential backoff and jitter", "task", 7),
+    ("yaml", "parse yaml configuration files safely without executing tags", "task", 1),
+    ("coffee", "the user prefers black coffee in the morning", "personal", 12),
+    ("cat", "the user has a cat called Miso who likes tuna", "personal", 5),
+    ("sql", "write parameterised sql queries to avoid injection", "tool", 9),
+]
+
+
+class CountingEmbedder(HashEmbeddingClient):
+    """The hash embedder, counting its calls; set `fail` to make it raise like a provider outage."""
+
+    def __init__(self, *, dimensions: int = DIM) -> None:
+        super().__init__(dimensions=dimensions)
+        self.calls = 0
+        self.texts = 0
+        self.fail = False
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        self.texts += len(texts)
+        if self.fail:
+            raise EmbeddingError("embedding provider is down (test)")
+        return await super().embed(texts)
+
+
+def make_node(uid: str, content: str = "", *, vector: Any = None, **metadata: Any) -> VectorNode:
+    return VectorNode(unique_id=uid, content=content or f"text of {uid}", vector=vector, metadata=metadata)
+
+
+def unit_vector(seed: int, dim: int = DIM) -> NDArray[np.float32]:
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def corpus_nodes() -> list[VectorNode]:
+    return [
+        make_node(uid, text, memory_type=kind, metadata={"freq": freq}, tags=["a", uid])
+        for uid, text, kind, freq in CORPUS
+    ]
+
+
+def ids(nodes: Sequence[VectorNode]) -> list[str]:
+    return [node.unique_id for node in nodes]
+
+
+class StoreContract:
+    """Contract tests; subclasses provide the `store` fixture."""
+
+    pytestmark = [pytest.mark.anyio]
+
+    @pytest.fixture
+    def embedder(self) -> CountingEmbedder:
+        return CountingEmbedder()
+
+    # ----- workspaces -----
+
+    async def test_workspace_crud(self, store: VectorStore) -> None:
+        assert not await store.exists_workspace("w1")
+        await store.create_workspace("w1")
+        await store.create_workspace("w1")  # idempotent
+        await store.create_workspace("w2")
+        assert await store.exists_workspace("w1")
+        assert {"w1", "w2"} <= set(await store.list_workspaces())
+        assert await store.delete_workspace("w1") is True
+        assert await store.delete_workspace("w1") is False
+        assert not await store.exists_workspace("w1")
+        assert "w1" not in await store.list_workspaces()
+        assert await store.list_nodes("w2") == []
+
+    async def test_upsert_creates_workspace_and_delete_workspace_drops_nodes(self, store: VectorStore) -> None:
+        assert await store.upsert(WS, corpus_nodes()) == len(CORPUS)
+        assert await store.exists_workspace(WS)
+        assert await store.delete_workspace(WS)
+        assert await store.list_nodes(WS) == []
+        await store.upsert(WS, [make_node("fresh")])
+        assert ids(await store.list_nodes(WS)) == ["fresh"]
+
+    @pytest.mark.parametrize("bad", ["../x", "", "a/b", "..", ".", "x" * 129, "a b", "ws\n"])
+    async def test_invalid_workspace_ids_are_rejected(self, store: VectorStore, bad: str) -> None:
+        calls = [
+            store.create_workspace(bad),
+            store.exists_workspace(bad),
+            store.delete_workspace(bad),
+            store.upsert(bad, [make_node("n")]),
+            store.delete_ids(bad, ["n"]),
+            store.get(bad, ["n"]),
+            store.search_vector(bad, unit_vector(0), top_k=3),
+            store.list_nodes(bad),
+            store.replace_workspace(bad, []),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidRequestError):
+                await call
+        assert "x" * 128 not in await store.list_workspaces()
+
+    # ----- upsert, get, delete -----
+
+    async def test_upsert_then_get_in_the_order_asked(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        got = await store.get(WS, ["sql", "missing", "deploy"])
+        assert ids(got) == ["sql", "deploy"]
+        assert got[1].content == CORPUS[0][1]
+        assert got[1].metadata == {"memory_type": "task", "metadata": {"freq": 3}, "tags": ["a", "deploy"]}
+        assert got[1].workspace_id == WS
+        assert await store.get(WS, []) == []
+
+    async def test_upsert_replaces_by_id_and_keeps_the_position(self, store: VectorStore) -> None:
+        await store.upsert(WS, [make_node("a", "alpha"), make_node("b", "beta"), make_node("c", "gamma")])
+        assert await store.upsert(WS, [make_node("b", "new beta", version=2)]) == 1
+        nodes = await store.list_nodes(WS)
+        assert ids(nodes) == ["a", "b", "c"]
+        assert nodes[1].content == "new beta" and nodes[1].metadata == {"version": 2}
+        hits = await store.search(WS, "new beta", top_k=1)
+        assert hits[0].node.unique_id == "b" and hits[0].score > 0.99
+
+    async def test_duplicate_ids_in_one_batch_last_wins(self, store: VectorStore) -> None:
+        await store.upsert(WS, [make_node("a", "first"), make_node("b"), make_node("a", "second")])
+        nodes = await store.list_nodes(WS)
+        assert ids(nodes) == ["a", "b"]
+        assert nodes[0].content == "second"
+
+    async def test_given_vectors_are_stored_not_re_embedded(
+        self, store: VectorStore, embedder: CountingEmbedder
+    ) -> None:
+        vector = unit_vector(1)
+        await store.upsert(WS, [make_node("v", "some text", vector=vector)])
+        assert embedder.calls == 0
+        (got,) = await store.get(WS, ["v"])
+        assert got.vector is not None and got.vector.dtype == np.float32
+        np.testing.assert_array_equal(got.vector, vector)
+        (listed,) = await store.list_nodes(WS, with_vectors=True)
+        np.testing.assert_array_equal(listed.vector, vector)
+
+    async def test_nodes_without_vectors_are_embedded_in_one_batch(
+        self, store: VectorStore, embedder: CountingEmbedder
+    ) -> None:
+        await store.upsert(WS, corpus_nodes() + [make_node("given", vector=unit_vector(2))])
+        assert (embedder.calls, embedder.texts) == (1, len(CORPUS))
+        (got,) = await store.get(WS, ["deploy"])
+        expected = (await HashEmbeddingClient(dimensions=DIM).embed([CORPUS[0][1]]))[0]
+        np.testing.assert_allclose(got.vector, expected, atol=1e-6)
+
+    async def test_vectors_are_normalised_on_insert(self, store: VectorStore) -> None:
+        await store.upsert(WS, [make_node("long", vector=unit_vector(3) * 7.5)])
+        (got,) = await store.get(WS, ["long"])
+        assert abs(float(np.linalg.norm(got.vector)) - 1.0) < 1e-5
+        hits = await store.search_vector(WS, unit_vector(3) * 0.2, top_k=1)
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+    async def test_delete_ids_returns_the_count_deleted(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        assert await store.delete_ids(WS, ["deploy", "cat", "missing", "cat"]) == 2
+        assert await store.delete_ids(WS, ["deploy"]) == 0
+        assert await store.delete_ids(WS, []) == 0
+        assert await store.delete_ids("never-created", ["x"]) == 0
+        assert ids(await store.list_nodes(WS)) == ["retry", "yaml", "coffee", "sql"]
+        assert await store.get(WS, ["deploy", "cat"]) == []
+
+    async def test_returned_nodes_are_copies(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        (got,) = await store.get(WS, ["deploy"])
+        got.metadata["metadata"]["freq"] = 999
+        got.content = "changed"
+        listed = await store.list_nodes(WS, filter={"unique_id": "deploy"})
+        listed[0].metadata["memory_type"] = "changed"
+        (again,) = await store.get(WS, ["deploy"])
+        assert again.content == CORPUS[0][1]
+        assert again.metadata["metadata"]["freq"] == 3 and again.metadata["memory_type"] == "task"
+
+    # ----- search -----
+
+    async def test_search_puts_the_exact_text_first(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        for uid, text, _, _ in CORPUS:
+            hits = await store.search(WS, text, top_k=3)
+            assert hits[0].node.unique_id == uid
+            assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+    async def test_search_scores_are_ordered_in_unit_range_and_top_k_honoured(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        await store.upsert(WS, [make_node(f"r{i}", vector=unit_vector(100 + i)) for i in range(40)])
+        for top_k in (1, 3, 10, 46, 100):
+            hits = await store.search_vector(WS, unit_vector(7), top_k=top_k)
+            assert len(hits) == min(top_k, 46)
+            scores = [hit.score for hit in hits]
+            assert scores == sorted(scores, reverse=True)
+            assert all(0.0 <= score <= 1.0 for score in scores)
+            assert all(hit.node.vector is None for hit in hits)
+        opposite = await store.search_vector(WS, -unit_vector(100), top_k=46)
+        assert opposite[-1].node.unique_id == "r0" and opposite[-1].score == 0.0
+        assert await store.search_vector(WS, unit_vector(7), top_k=0) == []
+
+    async def test_filters(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        query = unit_vector(5)
+
+        async def found(filter: dict[str, Any]) -> set[str]:
+            hits = await store.search_vector(WS, query, top_k=100, filter=filter)
+            listed = await store.list_nodes(WS, filter=filter)
+            assert {hit.node.unique_id for hit in hits} == set(ids(listed))
+            return set(ids(listed))
+
+        assert await found({"metadata.memory_type": "personal"}) == {"coffee", "cat"}
+        assert await found({"metadata.metadata.freq": {"gte": 5, "lt": 12}}) == {"retry", "cat", "sql"}
+        assert await found({"metadata.memory_type": ["tool", "personal"]}) == {"coffee", "cat", "sql"}
+        assert await found({"unique_id": "yaml"}) == {"yaml"}
+        assert await found({"unique_id": {"in": ["yaml", "sql", "nope"]}}) == {"yaml", "sql"}
+        assert await found({"metadata.memory_type": "task", "metadata.metadata.freq": {"gt": 2}}) == {
+            "deploy",
+            "retry",
+        }
+        assert await found({"metadata.missing": {"ne": "x"}}) == set(ids(corpus_nodes()))
+        assert await found({"metadata.missing": "x"}) == set()
+        with pytest.raises(InvalidRequestError):
+            await store.search_vector(WS, query, top_k=3, filter={"unique_id": {"like": "y%"}})
+        with pytest.raises(InvalidRequestError):
+            await store.list_nodes(WS, filter={"unique_id": {"like": "y%"}})
+
+    async def test_filtered_search_equals_brute_force(self, store: VectorStore) -> None:
+        count = 3_000
+        vectors = np.random.default_rng(7).standard_normal((count, DIM)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        nodes = [make_node(f"n{i}", vector=vectors[i], group=i % 500, half=i % 2) for i in range(count)]
+        await store.upsert(WS, nodes)
+        cases = [
+            ({"metadata.half": 0}, lambda i: i % 2 == 0),  # broad: found among the best rows
+            ({"metadata.group": 7}, lambda i: i % 500 == 7),  # selective: 6 rows, fewer than top_k
+            ({"metadata.group": {"lt": 30}, "metadata.half": 1}, lambda i: i % 500 < 30 and i % 2 == 1),
+        ]
+        for seed, (filter, keep) in enumerate(cases):
+            query = unit_vector(1_000 + seed)
+            scores = vectors @ query
+            expected = sorted((i for i in range(count) if keep(i)), key=lambda i: -scores[i])[:10]
+            hits = await store.search_vector(WS, query, top_k=10, filter=filter)
+            assert [hit.node.unique_id for hit in hits] == [f"n{i}" for i in expected]
+            for hit, i in zip(hits, expected, strict=True):
+                assert hit.score == pytest.approx(max(float(scores[i]), 0.0), abs=1e-5)
+
+    async def test_unknown_workspace_reads_are_empty(self, store: VectorStore, embedder: CountingEmbedder) -> None:
+        assert await store.search("nowhere", "anything", top_k=5) == []
+        assert embedder.calls == 0
+        assert await store.search_vector("nowhere", unit_vector(0), top_k=5) == []
+        assert await store.list_nodes("nowhere") == []
+        assert await store.get("nowhere", ["a"]) == []
+        await store.create_workspace("empty")
+        assert await store.search("empty", "anything", top_k=5) == []
+        assert await store.list_nodes("empty", with_vectors=True) == []
+
+    async def test_dimension_mismatch(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        with pytest.raises(DimensionMismatchError) as caught:
+            await store.upsert(WS, [make_node("short", vector=unit_vector(1, dim=32))])
+        assert "32" in caught.value.message and "64" in caught.value.message
+        assert caught.value.status == 400
+        with pytest.raises(DimensionMismatchError):
+            await store.search_vector(WS, unit_vector(1, dim=32), top_k=3)
+        # the first vector fixes a new workspace's dimension
+        await store.upsert("w32", [make_node("a", vector=unit_vector(1, dim=32))])
+        with pytest.raises(DimensionMismatchError, match="64"):
+            await store.upsert("w32", [make_node("b", "embedded at 64")])
+        assert ids(await store.list_nodes("w32")) == ["a"]
+        assert len(await store.list_nodes(WS)) == len(CORPUS)
+
+    # ----- listing -----
+
+    async def test_list_keeps_insertion_order_without_cap(self, store: VectorStore) -> None:
+        count = 3_000
+        nodes = [make_node(f"n{i:05d}", vector=unit_vector(i), i=i) for i in range(count)]
+        for start in range(0, count, 700):
+            await store.upsert(WS, nodes[start : start + 700])
+        listed = await store.list_nodes(WS)
+        assert ids(listed) == ids(nodes)
+        assert all(node.vector is None for node in listed)
+        # swap-with-last deletions must not disturb the order
+        doomed = [f"n{i:05d}" for i in range(0, count, 3)]
+        assert await store.delete_ids(WS, doomed) == len(doomed)
+        await store.upsert(WS, [make_node("n00001", "updated", vector=unit_vector(1), i=1), make_node("tail")])
+        expected = [uid for uid in ids(nodes) if uid not in set(doomed)] + ["tail"]
+        listed = await store.list_nodes(WS, with_vectors=True)
+        assert ids(listed) == expected
+        assert listed[0].content == "updated"
+        for node in listed[:-1]:
+            np.testing.assert_array_equal(node.vector, unit_vector(node.metadata["i"]))
+        hits = await store.search_vector(WS, unit_vector(1), top_k=1, filter={"metadata.i": {"lt": 10}})
+        assert hits[0].node.unique_id == "n00001"
+
+    # ----- replace and copy -----
+
+    async def test_replace_workspace(self, store: VectorStore) -> None:
+        await store.upsert(WS, corpus_nodes())
+        assert await store.replace_workspace(WS, [make_node("x", "new x"), make_node("y", "new y")]) == 2
+        assert ids(await store.list_nodes(WS)) == ["x", "y"]
+        assert (await store.search(WS, "new y", top_k=1))[0].node.unique_id == "y"
+        assert await store.replace_workspace("brand-new", [make_node("z")]) == 1
+        assert ids(await store.list_nodes("brand-new")) == ["z"]
+
+    async def test_replace_workspace_is_atomic(self, store: VectorStore, embedder: CountingEmbedder) -> None:
+        await store.upsert(WS, corpus_nodes())
+        before = await store.list_nodes(WS, with_vectors=True)
+        bad_batch = [make_node("x", "embedded"), make_node("y", vector=unit_vector(1, dim=16))]
+        with pytest.raises(DimensionMismatchError):
+            await store.replace_workspace(WS, bad_batch)
+        embedder.fail = True
+        with pytest.raises(EmbeddingError):
+            await store.replace_workspace(WS, [make_node("x", "needs embedding")])
+        embedder.fail = False
+        after = await store.list_nodes(WS, with_vectors=True)
+        assert ids(after) == ids(before)
+        for old, new in zip(before, after, strict=True):
+            np.testing.assert_array_equal(old.vector, new.vector)
+        assert (await store.search(WS, CORPUS[1][1], top_k=1))[0].node.unique_id == "retry"
+
+    async def test_copy_workspace_reuses_vectors(self, store: VectorStore, embedder: CountingEmbedder) -> None:
+        await store.upsert(WS, corpus_nodes())
+        calls = embedder.calls
+        assert await store.copy_workspace(WS, "copy") == len(CORPUS)
+        assert embedder.calls == calls
+        source = await store.list_nodes(WS, with_vectors=True)
+        copied = await store.list_nodes("copy", with_vectors=True)
+        assert ids(copied) == ids(source)
+        for a, b in zip(source, copied, strict=True):
+            np.testing.assert_array_equal(a.vector, b.vector)
+            assert b.workspace_id == "copy" and a.metadata == b.metadata
+        assert await store.copy_workspace("nothing-here", "copy2") == 0
+        assert await store.exists_workspace("copy2")
+
+    # ----- concurrency -----
+
+    async def test_concurrent_writers(self, store: VectorStore) -> None:
+        await store.upsert(WS, [make_node(f"old{i}", vector=unit_vector(i)) for i in range(100)])
+        upserts = [store.upsert(WS, [make_node(f"new{i}", f"node number {i}")]) for i in range(50)]
+        deletes = [store.delete_ids(WS, [f"old{i}", f"old{i + 50}"]) for i in range(0, 50, 2)]
+        searches = [store.search_vector(WS, unit_vector(i), top_k=5) for i in range(20)]
+        results = await asyncio.gather(*upserts, *deletes, *searches)
+        assert results[:50] == [1] * 50
+        assert results[50:75] == [2] * 25
+        kept = {f"old{i}" for i in range(1, 100, 2)}
+        assert set(ids(await store.list_nodes(WS))) == kept | {f"new{i}" for i in range(50)}
+
+    async def test_concurrent_reads_and_writes_on_a_large_workspace(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(0)
+        vectors = rng.standard_normal((2_500, DIM)).astype(np.float32)
+        await store.upsert(WS, [make_node(f"n{i}", vector=vectors[i], i=i) for i in range(2_500)])
+
+        async def churn(round_: int) -> None:
+            await store.delete_ids(WS, [f"n{i}" for i in range(round_, 2_500, 40)])
+            await store.upsert(WS, [make_node(f"n{i}", vector=vectors[i], i=i) for i in range(round_, 2_500, 40)])
+
+        async def read() -> None:
+            for hit in await store.search_vector(WS, vectors[3], top_k=3, filter={"metadata.i": {"gte": 0}}):
+                assert 0.0 <= hit.score <= 1.0
+            assert len(await store.list_nodes(WS)) in range(2_400, 2_501)
+
+        await asyncio.gather(*(churn(r) for r in range(8)), *(read() for _ in range(16)))
+        assert len(await store.list_nodes(WS)) == 2_500
+        hits = await store.search_vector(WS, vectors[3], top_k=1)
+        assert hits[0].node.unique_id == "n3" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+    async def test_cancelled_writer_still_completes(self, store: VectorStore) -> None:
+        nodes = [make_node(f"c{i}", vector=unit_vector(i)) for i in range(3_000)]
+        task = asyncio.ensure_future(store.upsert(WS, nodes))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await store.upsert(WS, [make_node("after")])
+        count = len(await store.list_nodes(WS))
+        assert count in (1, 3_001)  # all or nothing

@@ -1,0 +1,290 @@
+"""The local backend: the store contract, plus durability (reopen, log replay, torn lines, compaction, kill -9)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from reme_service.errors import StoreError
+from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.stores.local import LocalVectorStore
+from tests.conftest import REPO_ROOT
+from tests.contract import local_store_writer as writer
+from tests.contract.store_contract import (
+    DIM,
+    CountingEmbedder,
+    StoreContract,
+    corpus_nodes,
+    ids,
+    make_node,
+    unit_vector,
+)
+
+pytestmark = pytest.mark.anyio
+
+WS = "durable"
+
+
+class TestLocalStore(StoreContract):
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
+        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs")
+        await store.start()
+        yield store
+        await store.close()
+
+
+class TestLocalStoreCompactingOften(StoreContract):
+    """The whole contract again with a compaction every third logged write."""
+
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
+        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs", compact_after_records=3)
+        yield store
+        await store.close()
+
+
+def open_store(path: Path, **options: Any) -> LocalVectorStore:
+    return LocalVectorStore(embedder=HashEmbeddingClient(dimensions=DIM), store_dir=path, **options)
+
+
+def wal_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a log file, without its header line."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()[1:]]
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    with open(path, "ab") as file:
+        file.write(data)
+
+
+def file_names(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+def snapshot_header(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as file:
+        return orjson.loads(file.readline())
+
+
+async def state_of(store: LocalVectorStore, workspace_id: str = WS) -> list[tuple[str, str, bytes, bytes]]:
+    """Everything a workspace holds, in listing order, comparable with ==."""
+    return [
+        (node.unique_id, node.content, orjson.dumps(node.metadata), node.vector.tobytes())
+        for node in await store.list_nodes(workspace_id, with_vectors=True)
+        if node.vector is not None
+    ]
+
+
+async def write_some(store: LocalVectorStore) -> None:
+    await store.upsert(WS, corpus_nodes())
+    await store.upsert(WS, [make_node(f"r{i}", vector=unit_vector(i), i=i) for i in range(50)])
+    await store.delete_ids(WS, ["cat", "r3", "r7"])
+    await store.upsert(WS, [make_node("deploy", "deploy again with helm"), make_node("cat", "the cat is back")])
+
+
+async def test_survives_close_and_reopen_with_identical_results(tmp_path: Path) -> None:
+    first = open_store(tmp_path)
+    await write_some(first)
+    await first.replace_workspace("other", [make_node("o1", "other one"), make_node("o2", "other two")])
+    queries = [unit_vector(i) for i in range(5)]
+    before = [await first.search_vector(WS, q, top_k=8) for q in queries]
+    state = await state_of(first)
+    await first.close()
+    assert wal_records(tmp_path / f"{WS}.wal") == []  # close compacted
+
+    second = open_store(tmp_path)
+    assert await second.list_workspaces() == ["durable", "other"]
+    assert await state_of(second) == state
+    assert ids(await second.list_nodes("other")) == ["o1", "o2"]
+    after = [await second.search_vector(WS, q, top_k=8) for q in queries]
+    assert [[(h.node.unique_id, h.score) for h in hits] for hits in after] == [
+        [(h.node.unique_id, h.score) for h in hits] for hits in before
+    ]
+    await second.close()
+
+
+async def test_reopen_without_close_replays_the_log(tmp_path: Path) -> None:
+    first = open_store(tmp_path)
+    await write_some(first)
+    assert snapshot_header(tmp_path / f"{WS}.snap")["count"] == 0  # everything is still only in the log
+    assert [r["op"] for r in wal_records(tmp_path / f"{WS}.wal")] == ["upsert", "upsert", "delete", "upsert"]
+
+    second = open_store(tmp_path)  # `first` is never closed: as after a crash
+    assert await state_of(second) == await state_of(first)
+    await second.upsert(WS, [make_node("late", "written by the second instance")])
+    third = open_store(tmp_path)
+    assert ids(await third.list_nodes(WS))[-1] == "late"
+    assert len(await third.list_nodes(WS)) == len(await first.list_nodes(WS)) + 1
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b'{"op": "upsert", "dim": 64, "nodes": [{"id": "torn"', b"\x00\x00\x00\x00", b'{"op": "upsert", "di\n'],
+    ids=["half-record", "zeros", "bad-line-with-newline"],
+)
+async def test_torn_last_line_is_ignored_and_truncated(tmp_path: Path, tail: bytes) -> None:
+    first = open_store(tmp_path)
+    await write_some(first)
+    wal = tmp_path / f"{WS}.wal"
+    size = wal.stat().st_size
+    append_bytes(wal, tail)
+
+    second = open_store(tmp_path)
+    assert await state_of(second) == await state_of(first)
+    assert wal.stat().st_size == size
+    await second.upsert(WS, [make_node("after-torn", "written after recovery")])
+    third = open_store(tmp_path)
+    assert ids(await third.list_nodes(WS))[-1] == "after-torn"
+    await third.close()
+
+
+async def test_a_bad_line_before_the_last_one_is_corruption(tmp_path: Path) -> None:
+    first = open_store(tmp_path)
+    await write_some(first)
+    wal = tmp_path / f"{WS}.wal"
+    lines = wal.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2][:40] + b"\n"
+    wal.write_bytes(b"".join(lines))
+    with pytest.raises(StoreError, match="corrupt"):
+        await open_store(tmp_path).list_nodes(WS)
+
+
+async def test_compaction_triggers_and_reloads_identically(tmp_path: Path) -> None:
+    store = open_store(tmp_path, compact_after_records=4)
+    for i in range(10):
+        await store.upsert(WS, [make_node(f"n{i}", f"node {i}", i=i)])
+    await store.delete_ids(WS, ["n2", "n5"])
+    records = wal_records(tmp_path / f"{WS}.wal")
+    header = snapshot_header(tmp_path / f"{WS}.snap")
+    assert len(records) < 4
+    assert header["count"] + sum(1 for r in records if r["op"] == "upsert") >= 8
+    assert header["count"] >= 6  # compacted at least once after the 8th write
+    reopened = open_store(tmp_path)
+    assert await state_of(reopened) == await state_of(store)
+    assert ids(await reopened.list_nodes(WS)) == [f"n{i}" for i in range(10) if i not in (2, 5)]
+
+    big = open_store(tmp_path / "bytes", compact_after_bytes=20_000)
+    await big.upsert(WS, [make_node(f"v{i}", vector=unit_vector(i)) for i in range(100)])  # ~35 kB record
+    assert wal_records(tmp_path / "bytes" / f"{WS}.wal") == []
+    assert snapshot_header(tmp_path / "bytes" / f"{WS}.snap")["count"] == 100
+
+
+async def test_a_stale_log_from_an_interrupted_compaction_is_not_replayed(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    await store.upsert(WS, [make_node("a", "alpha"), make_node("b", "beta")])
+    await store.compact(WS)
+    await store.delete_ids(WS, ["a"])
+    await store.upsert(WS, [make_node("a", "alpha again")])
+    await store.upsert(WS, [make_node("n", "new")])
+    wal = tmp_path / f"{WS}.wal"
+    old_log = wal.read_bytes()
+    await store.compact(WS)
+    wal.write_bytes(old_log)  # as if the process died between the new snapshot and the log reset
+
+    reopened = open_store(tmp_path)
+    assert ids(await reopened.list_nodes(WS)) == ["b", "a", "n"]
+    assert await state_of(reopened) == await state_of(store)
+    await reopened.upsert(WS, [make_node("z", "after")])  # resets the stale log first
+    assert ids(await open_store(tmp_path).list_nodes(WS)) == ["b", "a", "n", "z"]
+
+
+async def test_workspaces_load_lazily_and_delete_removes_files(tmp_path: Path) -> None:
+    first = open_store(tmp_path)
+    await first.upsert("ws1", corpus_nodes())
+    await first.upsert("ws2", corpus_nodes())
+    await first.close()
+
+    second = open_store(tmp_path)
+    assert await second.list_workspaces() == ["ws1", "ws2"]
+    assert await second.exists_workspace("ws2")
+    assert second._spaces == {}  # listing and existence checks load nothing
+    assert await second.delete_workspace("ws1")
+    assert file_names(tmp_path) == ["ws2.snap", "ws2.wal"]
+    await second.create_workspace("ws1")
+    assert await second.list_nodes("ws1") == []
+    assert len(await open_store(tmp_path).list_nodes("ws2")) == len(corpus_nodes())
+
+
+async def test_replace_workspace_writes_a_snapshot_and_resets_the_log(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    await write_some(store)
+    await store.replace_workspace(WS, [make_node("x", "only x"), make_node("y", vector=unit_vector(9))])
+    assert wal_records(tmp_path / f"{WS}.wal") == []
+    assert snapshot_header(tmp_path / f"{WS}.snap")["count"] == 2
+    reopened = open_store(tmp_path)
+    assert await state_of(reopened) == await state_of(store)
+
+
+# ----- kill -9 -----
+
+
+def _run_writer_until_killed(store_dir: Path, first: int, wanted_acks: int, stderr_path: Path) -> list[int]:
+    """Start the writer, SIGKILL it soon after it acknowledged `wanted_acks` batches; the acknowledged batches."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, str(Path(writer.__file__)), str(store_dir), str(first), "5"]
+    with open(stderr_path, "ab") as stderr:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO_ROOT)
+        watchdog = threading.Timer(60, proc.kill)
+        watchdog.start()
+        acked: list[int] = []
+        try:
+            assert proc.stdout is not None
+            while len(acked) < wanted_acks and (line := proc.stdout.readline()):
+                acked.append(int(line))
+            threading.Event().wait(random.uniform(0.0, 0.01))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            rest, _ = proc.communicate(timeout=30)
+            watchdog.cancel()
+    return acked + [int(token) for token in rest.split()]
+
+
+async def _check_after_crash(store_dir: Path, acked: set[int], in_flight: set[int], *, close: bool) -> int:
+    """Every acknowledged batch is whole, an in-flight one is whole or absent; returns the last batch present."""
+    store = open_store(store_dir)
+    nodes = await store.list_nodes(writer.WORKSPACE, with_vectors=True)
+    by_batch: defaultdict[int, list[Any]] = defaultdict(list)
+    for node in nodes:
+        by_batch[node.metadata["batch"]].append(node)
+    assert acked <= set(by_batch), "an acknowledged batch was lost"
+    assert set(by_batch) <= acked | in_flight, "a batch appeared that was never written"
+    embedder = HashEmbeddingClient(dimensions=DIM)
+    for batch, got in by_batch.items():
+        expected = writer.batch_nodes(batch)
+        assert ids(got) == ids(expected), f"batch {batch} is partial"
+        for node, want in zip(got, expected, strict=True):
+            vector = want.vector if want.vector is not None else embedder.embed_sync([want.content])[0]
+            np.testing.assert_allclose(node.vector, vector, atol=1e-6)
+            assert node.content == want.content and node.metadata == want.metadata
+    assert [n.metadata["batch"] for n in nodes] == sorted(n.metadata["batch"] for n in nodes)  # insertion order
+    if close:
+        await store.close()
+    return max(by_batch)
+
+
+async def test_kill_9_mid_write_loses_no_acknowledged_batch(tmp_path: Path) -> None:
+    import anyio.to_thread
+
+    store_dir, stderr_path = tmp_path / "vs", tmp_path / "writer.stderr"
+    next_batch = 0
+    acked: set[int] = set()
+    in_flight: set[int] = set()
+    for round_, wanted in enumerate((12, 17, 9)):
+        got = await anyio.to_thread.run_sync(_run_writer_until_killed, store_dir, next_batch, wanted, stderr_path)
+        assert len(got) >= wanted, f"the writer failed:\n{stderr_path.read_text()}"
+        acked |= set(got)
+        in_flight.add(max(got) + 1)
+        next_batch = await _check_after_crash(store_dir, acked, in_flight, close=round_ != 1) + 1

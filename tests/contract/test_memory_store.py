@@ -1,0 +1,19 @@
+"""The memory backend against the store contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from reme_service.stores.memory import MemoryVectorStore
+from tests.contract.store_contract import CountingEmbedder, StoreContract
+
+pytestmark = pytest.mark.anyio
+
+
+class TestMemoryStore(StoreContract):
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder):  # noqa: ANN201 - async generator fixture
+        store = MemoryVectorStore(embedder=embedder)
+        await store.start()
+        yield store
+        await store.close()

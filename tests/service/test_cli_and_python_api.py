@@ -1,0 +1,112 @@
+"""The `reme` command (start-up validation, real serving) and the Python API (same dicts as HTTP)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reme_service import ReMeApp
+from tests.service.conftest import ServeFn
+
+pytestmark = pytest.mark.service
+
+
+def _run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reme_service", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FLOW_")},
+        check=False,
+    )
+
+
+def test_bad_flow_refuses_to_start_and_says_why(tmp_path: Path) -> None:
+    result = _run_cli("flow.broken.flow_content=BuildQueryOp() >> NoSuchOp()", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "flow 'broken'" in result.stderr and "unknown op 'NoSuchOp'" in result.stderr
+    assert "BuildQueryOp" in result.stderr  # the valid names are listed
+
+
+def test_unknown_config_key_refuses_to_start(tmp_path: Path) -> None:
+    result = _run_cli("http.prot=1", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown config key 'http.prot'" in result.stderr
+
+
+def test_help(tmp_path: Path) -> None:
+    result = _run_cli("--help", cwd=tmp_path)
+    assert result.returncode == 0 and "usage: reme" in result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_cli_serves_http_until_terminated(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reme_service", f"http.port={port}", "embedding_model.default.backend=hash"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FLOW_")},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.terminate()
+                    raise AssertionError(proc.communicate(timeout=20)[1].decode()) from None
+                time.sleep(0.1)
+        assert r.json()["status"] == "healthy"
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/vector_store",
+            json={"workspace_id": "w", "action": "insert", "memory_dicts": [{"when_to_use": "a", "content": "b"}]},
+        )
+        assert r.json()["success"] is True
+        assert (tmp_path / "reme_data" / "vector_store").is_dir()  # the local store's default place
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.communicate(timeout=20)
+
+
+@pytest.mark.anyio
+async def test_python_api_returns_the_same_dict_as_http(serve: ServeFn, tmp_path: Path) -> None:
+    memories = [{"memory_id": "m1", "when_to_use": "plan a trip", "content": "book early", "score": 0.4}]
+    async with ReMeApp(f"data_dir={tmp_path / 'py'}", "embedding_model.default.backend=hash", env={}) as app:
+        inserted = await app.async_execute(
+            name="vector_store", workspace_id="w", action="insert", memory_dicts=memories
+        )
+        assert inserted["success"] is True
+        result = await app.async_execute(name="retrieve_task_memory", workspace_id="w", query="plan a trip")
+        missing = await app.async_execute(name="retrieve_task_memory", workspace_id="w")
+        empty = await app.async_execute(name="retrieve_task_memory", workspace_id="w", query="")
+        unknown = await app.async_execute(name="nope")
+    with serve() as client:
+        client.post("/vector_store", json={"workspace_id": "w", "action": "insert", "memory_dicts": memories})
+        http_result = client.post("/retrieve_task_memory", json={"workspace_id": "w", "query": "plan a trip"}).json()
+    for body in (result, http_result):
+        for memory in body["metadata"]["memory_list"]:
+            memory.pop("time_created")
+            memory.pop("time_modified")
+    assert result == http_result
+    assert missing["success"] is False and missing["metadata"]["error"]["code"] == "validation_error"
+    assert empty["success"] is False and empty["metadata"]["error"]["code"] == "invalid_request"
+    assert unknown["metadata"]["error"]["code"] == "not_found"
