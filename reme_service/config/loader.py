@@ -1,7 +1,7 @@
 """Build an `AppConfig` from the packaged default YAML, user YAML overlays and `a.b.c=value` overrides.
 
-Precedence, low to high: packaged `default.yaml` and `flows/*.yaml` < each `config=` file in order (merged key by key, never
-replacing the default wholesale) < dotted overrides. The environment (`FLOW_*`, `.env`) is read separately
+Precedence, low to high: packaged `default.yaml` and `flows/*.yaml` < each `config=` file in order (merged
+key by key, never replacing the default wholesale) < dotted overrides. The environment (`FLOW_*`, `.env`) is read separately
 (`read_env`) and consulted when providers are built; nothing is written to `os.environ`.
 """
 
