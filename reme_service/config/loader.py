@@ -1,8 +1,8 @@
 """Build an `AppConfig` from the packaged default YAML, user YAML overlays and `a.b.c=value` overrides.
 
 Precedence, low to high: packaged `default.yaml` and `flows/*.yaml` < each `config=` file in order (merged
-key by key, never replacing the default wholesale) < dotted overrides. The environment (`FLOW_*`, `.env`) is read separately
-(`read_env`) and consulted when providers are built; nothing is written to `os.environ`.
+key by key, never replacing the default wholesale) < dotted overrides. The environment (`FLOW_*`, `.env`)
+is read separately (`read_env`) and consulted when providers are built; nothing is written to `os.environ`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ tokens → L2 normalisation. Everything is float32. The dense layers are single 
 batch packed together (padding is never pushed through them); attention is a batched matmul over (text, head)
 with the padding keys masked by a large negative score. GELU uses the exact erf form; numpy has no erf, so erf
 comes from Abramowitz & Stegun 7.1.26, vectorised (the resulting GELU is within 5e-7 of the exact value on
-[-12, 12], the level of float32 rounding; `math.erf` through `np.frompyfunc` was ~25x slower than the matmuls).
+[-12, 12], the level of float32 rounding; `math.erf` through `np.frompyfunc` measured ~25x slower: ~135 ms
+against ~5 ms per layer for 64 short texts).
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
