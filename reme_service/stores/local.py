@@ -209,16 +209,23 @@ def _append(wal: _Wal, encode: Callable[[], bytes]) -> None:
             view = view[os.write(wal.fd, view) :]
         os.fsync(wal.fd)
     except OSError as exc:
-        try:
-            if wal.fd is None:
-                raise
-            os.ftruncate(wal.fd, wal.size)
-            os.fsync(wal.fd)
-        except OSError:
+        if not _truncate_back(wal):
             wal.needs_snapshot = True
         raise StoreError(f"could not append to {wal.path}: {exc}") from exc
     wal.size += len(data)
     wal.records += 1
+
+
+def _truncate_back(wal: _Wal) -> bool:
+    """Cut a failed append off the log; False when that is impossible (the log must then be rewritten)."""
+    if wal.fd is None:
+        return False
+    try:
+        os.ftruncate(wal.fd, wal.size)
+        os.fsync(wal.fd)
+    except OSError:
+        return False
+    return True
 
 
 def _encode_upsert(batch: Batch) -> bytes:
