@@ -6,6 +6,11 @@ disabled (`cache_size=0`) so every text is computed.
 
     python cookbook/bench/embedder_speed.py
     python cookbook/bench/embedder_speed.py --batch-sizes 1 8 64 --texts 1024 --words 30
+    OPENBLAS_NUM_THREADS=1 python cookbook/bench/embedder_speed.py   # BLAS on one core
+
+OpenBLAS uses every core by default and its threads spin-wait for each other at every matmul, so when other
+processes keep a core busy the local embedder slows down sharply (most at batch 1); with one BLAS thread it is
+slower on an idle machine but steady on a busy one. Compare both before drawing conclusions.
 """
 
 from __future__ import annotations

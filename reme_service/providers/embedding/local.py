@@ -16,8 +16,9 @@ against ~5 ms per layer for 64 short texts).
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
-worker thread (`asyncio.to_thread`), one forward pass at a time (BLAS already uses every core). An LRU cache maps
-text → vector so repeated texts are not recomputed.
+worker thread (`asyncio.to_thread`), one forward pass at a time (BLAS already uses every core; on a machine whose
+cores are busy with other work, OpenBLAS's spin-waiting threads stall, and `OPENBLAS_NUM_THREADS=1` set before
+numpy is imported is the steadier choice). An LRU cache maps text → vector so repeated texts are not recomputed.
 """
 
 from __future__ import annotations
