@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -107,6 +108,7 @@ async def bench_size(args: argparse.Namespace, count: int, store_dir: Path) -> N
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (busy cores slow every figure)")
     with tempfile.TemporaryDirectory(prefix="store-speed-", dir=args.dir) as tmp:
         for count in args.sizes:
             await bench_size(args, count, Path(tmp))

@@ -9,7 +9,8 @@ A filter is a dict of conditions that must all hold. Each key is a dotted path i
 * a dict of operators, all of which must hold: `eq`, `ne`, `gt`, `gte`, `lt`, `lte` (operand a scalar; the
   range operators take a number or a string), `in`, `nin` (operand a list).
 
-A path that does not exist in the node matches nothing, except under `ne` and `nin`, which it satisfies.
+A path must start with one of those four fields. A path that does not exist in the node (a missing key, or a
+key looked up inside a non-object) matches nothing, except under `ne` and `nin`, which it satisfies.
 Equality is JSON-like: booleans equal only booleans, numbers compare by value (`1 == 1.0`), other values by
 type and value. Range operators compare numbers with numbers and strings with strings; other pairs do not
 match. Anything outside this grammar raises `InvalidRequestError` naming the offending key.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from reme_service.errors import InvalidRequestError
@@ -42,12 +44,9 @@ NodePredicate = Callable[[NodeLike], bool]
 
 OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"})
 ROOT_FIELDS = frozenset({"unique_id", "workspace_id", "content", "metadata"})
-_RANGE_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "gt": operator.gt,
-    "gte": operator.ge,
-    "lt": operator.lt,
-    "lte": operator.le,
-}
+_RANGE_OPS: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType(
+    {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+)
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -113,6 +112,8 @@ def _split_path(key: Any) -> tuple[str, ...]:
     path = tuple(key.split("."))
     if any(not part for part in path):
         raise _invalid(key, "empty path segment")
+    if path[0] not in ROOT_FIELDS:
+        raise _invalid(key, f"a path starts with one of {', '.join(sorted(ROOT_FIELDS))} (e.g. 'metadata.{key}')")
     return path
 
 
@@ -146,8 +147,6 @@ def parse_filter(filter: Mapping[str, Any] | None) -> list[Condition]:
 def _getter(path: tuple[str, ...]) -> Callable[[NodeLike], Any]:
     """A function returning the value at `path` in a node, or MISSING."""
     root, rest = path[0], path[1:]
-    if root not in ROOT_FIELDS:
-        return lambda node: MISSING
     if root != "metadata":
         if rest:  # strings have no sub-keys
             return lambda node: MISSING

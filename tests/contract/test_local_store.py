@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import numpy as np
 import orjson
 import pytest
@@ -276,8 +277,6 @@ async def _check_after_crash(store_dir: Path, acked: set[int], in_flight: set[in
 
 
 async def test_kill_9_mid_write_loses_no_acknowledged_batch(tmp_path: Path) -> None:
-    import anyio.to_thread
-
     store_dir, stderr_path = tmp_path / "vs", tmp_path / "writer.stderr"
     next_batch = 0
     acked: set[int] = set()

@@ -85,7 +85,7 @@ def test_semantics(filter: dict[str, Any], expected: bool) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["metadata.absent", "metadata.metadata.absent", "metadata.memory_type.deeper", "vector", "content.x", "other"],
+    ["metadata.absent", "metadata.metadata.absent", "metadata.memory_type.deeper", "content.x", "unique_id.x"],
 )
 def test_a_missing_path_matches_only_ne_and_nin(path: str) -> None:
     for spec in ("x", ["x"], {"eq": "x"}, {"in": ["x"]}, {"gt": 0}, {"lte": "z"}, {"eq": None}):
@@ -109,6 +109,8 @@ def test_a_missing_path_matches_only_ne_and_nin(path: str) -> None:
         ({"metadata.x": {"in": [[1]]}}, "must be scalars"),
         ({"metadata.x": object()}, "a condition is a scalar"),
         ({"metadata..x": 1}, "empty path segment"),
+        ({"memory_type": "task"}, "starts with one of content, metadata, unique_id.*e.g. .metadata.memory_type"),
+        ({"vector": {"ne": None}}, "starts with one of"),
         ({"": 1}, "non-empty dotted paths"),
         ({1: 1}, "non-empty dotted paths"),
         (["metadata.x"], "must be an object"),
