@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.schema.memory import BaseMemory, memory_from_dict
+from reme_service.schema.vector_node import VectorNode
 
 
 def library_file(path: Path, workspace_id: str) -> Path:
@@ -65,6 +66,19 @@ def _write(file: Path, memories: list[BaseMemory]) -> None:
 async def read_library(file: Path) -> list[BaseMemory]:
     """Every memory of the file; a malformed line is a 400 naming the line, a missing file a 404."""
     return await asyncio.to_thread(_parse, file)
+
+
+def _parse_nodes(file: Path, workspace_id: str) -> list[VectorNode]:
+    nodes = []
+    for memory in _parse(file):
+        memory.workspace_id = workspace_id
+        nodes.append(memory.to_vector_node())
+    return nodes
+
+
+async def read_library_nodes(file: Path, workspace_id: str) -> list[VectorNode]:
+    """The library as vector nodes of `workspace_id`, parsed and converted in a worker thread."""
+    return await asyncio.to_thread(_parse_nodes, file, workspace_id)
 
 
 async def write_library(file: Path, memories: list[BaseMemory]) -> None:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from reme_service.errors import InvalidRequestError
 from reme_service.flow.context import FlowContext
 from reme_service.flow.op import Op, OpParams
-from reme_service.ops.vector_store.library_io import library_file, read_library, write_library
+from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
 from reme_service.schema.memory import memory_from_dict, memory_from_node
 from reme_service.stores.base import VectorStore, validate_workspace_id
 
@@ -68,11 +68,7 @@ class VectorStoreActionOp(Op):
 
     async def _load(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
         source = library_file(ctx.services.resolve_path(_require(ctx, "path")), ctx.workspace_id)
-        memories = await read_library(source)
-        nodes = []
-        for memory in memories:
-            memory.workspace_id = ctx.workspace_id
-            nodes.append(memory.to_vector_node())
+        nodes = await read_library_nodes(source, ctx.workspace_id)
         async with store.lock(ctx.workspace_id):
             size = await store.replace_workspace(ctx.workspace_id, nodes)
         return {"size": size}
