@@ -5,9 +5,10 @@ Every model forbids unknown keys, so a misspelt key fails the start with its nam
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 
 class _Strict(BaseModel):
@@ -90,6 +91,11 @@ class AppConfig(_Strict):
         description="directories that dump/load paths may resolve into; empty = the working directory and data_dir",
     )
     default_workspace: str = Field(default="default", description="used when a request's workspace_id is empty")
+    working_memory_dir: str = Field(
+        default="",
+        description="root of every working-memory file (request store_dir is relative to it); "
+        "empty = <data_dir>/working_memory",
+    )
     enabled_flows: list[str] = Field(default_factory=list)
     disabled_flows: list[str] = Field(default_factory=list)
     thread_pool_max_workers: int = 16
@@ -100,3 +106,19 @@ class AppConfig(_Strict):
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})
     flow: dict[str, FlowConfig] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _working_memory_root: Path = PrivateAttr(default_factory=Path)
+
+    @model_validator(mode="after")
+    def _resolve_working_memory_root(self) -> AppConfig:
+        # Resolved once, when the config is built (relative paths against the working directory of that moment).
+        folder = self.working_memory_dir or str(Path(self.data_dir) / "working_memory")
+        self._working_memory_root = Path(folder).expanduser().resolve()
+        return self
+
+    @property
+    def working_memory_root(self) -> Path:
+        """The absolute, symlink-free root that confines all working-memory files."""
+        if not self._working_memory_root.is_absolute():  # built without validation (model_construct)
+            self._resolve_working_memory_root()
+        return self._working_memory_root

@@ -1,0 +1,89 @@
+"""AgenticRetrieveOp: a ReAct agent that answers from its own offloaded working memory (`agentic_retrieve`).
+
+Before every LLM call the message list is offloaded exactly as `summary_working_memory` would (same request
+knobs, same files, written atomically inside the working-memory root); the LLM gets the tools `Grep` and
+`ReadFile` (see `agent_tools.py`) to pull details back from those files. The loop ends when the model answers
+without tool calls or after `max_steps` LLM calls. `answer` is the final assistant text; `metadata` holds the
+final message list (`messages`), `steps`, `tool_calls`, `stopped` ("answered" or "max_steps") and the files written.
+
+An agent loop has no meaningful no-LLM path: without an LLM the request is refused with 400 and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+from pydantic import Field
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.working import message_offload_op
+from reme_service.ops.working.agent_tools import AgentTool, GrepTool, ReadFileTool
+from reme_service.ops.working.message_io import parse_messages, simple_dicts
+from reme_service.ops.working.offload import DiskView, OffloadParams, llm_snapshotter, offload, read_request
+from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
+from reme_service.ops.working.react_loop import react_loop
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.schema.messages import Message, Role
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class AgenticRetrieveParams(OffloadParams):
+    max_steps: int = Field(default=20, ge=1, le=100, description="most LLM calls per request")
+
+
+def conversation(ctx: FlowContext) -> list[Message]:
+    """The request's messages, plus `query` as a last user message when given; 400 when both are empty."""
+    messages = parse_messages(ctx.field("messages", []))
+    query = str(ctx.field("query", "")).strip()
+    if query:
+        messages.append(Message(role=Role.USER, content=query))
+    if not any(m.role is not Role.SYSTEM for m in messages):
+        raise InvalidRequestError("nothing to answer: send messages (or a query)")
+    return messages
+
+
+def require_llm(ctx: FlowContext, name: str) -> None:
+    if not ctx.services.llm(name).available:
+        raise InvalidRequestError(
+            f"the {ctx.flow_name} flow runs an agent loop and needs an LLM; none is configured "
+            f"(set FLOW_LLM_BASE_URL / FLOW_LLM_API_KEY, or llm.{name}.backend)"
+        )
+
+
+class AgenticRetrieveOp(Op):
+    Params: ClassVar[type[OpParams]] = AgenticRetrieveParams
+    prompts: ClassVar[dict[str, set[str]]] = {"system": set()}
+    params: AgenticRetrieveParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        params = self.params
+        require_llm(ctx, params.llm)
+        root = WorkingRoot(ctx.services.config.working_memory_root)
+        request = read_request(ctx, root)
+        system = Message(role=Role.SYSTEM, content=ctx.services.prompts.render(PROMPTS, "system", ctx.language))
+        messages = [system, *conversation(ctx)]
+        snapshot = llm_snapshotter(ctx, params, message_offload_op.PROMPTS)
+        disk = DiskView(root)
+        written: list[str] = []
+
+        async def prepare(current: list[Message]) -> list[Message]:
+            outcome = await offload(current, request, params.counter, snapshot, disk)
+            if outcome.files:
+                written.extend(await asyncio.to_thread(write_files_atomically, root, outcome.files))
+            return outcome.messages
+
+        tools: dict[str, AgentTool] = {tool.name: tool for tool in (GrepTool(root), ReadFileTool(root))}
+        llm = ctx.services.llm(params.llm)
+        result = await react_loop(llm, messages, tools, max_steps=params.max_steps, prepare=prepare)
+        ctx.response.answer = result.answer
+        ctx.response.metadata.update(
+            messages=simple_dicts(result.messages),
+            steps=result.steps,
+            tool_calls=result.tool_calls,
+            stopped=result.stopped,
+            written_files=list(dict.fromkeys(written)),
+        )

@@ -1,0 +1,24 @@
+"""BatchWriteFileOp: write the files the offload step produced, atomically, inside the working-memory root.
+
+Reads the context's `write_file_dict` (`{root-relative path: text}`). Every path is checked against the root
+again (403 outside), every file is written to a temp file, fsynced and renamed over its target only once all of
+them are on disk; a failure fails the request (503) and leaves no partial file — unlike ReMe 0.2, which
+ignored write errors while the answer already pointed at the missing files. `metadata.written_files` lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op
+from reme_service.ops.working import keys
+from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
+
+
+class BatchWriteFileOp(Op):
+    async def run(self, ctx: FlowContext) -> None:
+        files = ctx.get(keys.WRITE_FILE_DICT, {})
+        root = WorkingRoot(ctx.services.config.working_memory_root)
+        written = await asyncio.to_thread(write_files_atomically, root, files) if files else []
+        ctx.response.metadata["written_files"] = written

@@ -1,0 +1,112 @@
+"""Grep and read for working-memory files, in Python (no subprocess), confined to the working-memory root.
+
+Both report failures as errors instead of an empty success: a missing file is `NotFoundError` (404), a folder or
+a bad regular expression `InvalidRequestError` (400), a path outside the root `PathNotAllowedError` (403).
+Files are read as UTF-8 with undecodable bytes replaced, line by line, so large files are streamed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from reme_service.errors import InvalidRequestError, NotFoundError
+from reme_service.ops.working.paths import WorkingRoot
+
+MAX_PATTERN_CHARS = 1000
+NO_MATCH = 'No matches found for pattern "{pattern}" in file_path "{path}".'
+
+
+def open_file(root: WorkingRoot, file_path: str) -> tuple[Path, str]:
+    """The checked absolute path and its root-relative display form; 404 / 400 when it is not a file."""
+    if not file_path:
+        raise InvalidRequestError("file_path must not be empty")
+    path = root.resolve(file_path, field="file_path")
+    shown = root.relative(path)
+    if not path.exists():
+        raise NotFoundError(f"file {file_path!r} does not exist in the working-memory root")
+    if not path.is_file():
+        raise InvalidRequestError(f"{file_path!r} is not a file")
+    return path, shown
+
+
+def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
+    if not pattern:
+        raise InvalidRequestError("pattern must not be empty")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidRequestError(f"pattern is longer than {MAX_PATTERN_CHARS} characters")
+    flags = 0 if case_sensitive else re.IGNORECASE
+    try:
+        return re.compile(re.escape(pattern) if literal else pattern, flags)
+    except re.error as exc:
+        raise InvalidRequestError(
+            f"invalid regular expression {pattern!r}: {exc} (pass literal=true to search for the text as is)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class GrepResult:
+    text: str
+    matches: int
+    truncated: bool
+    path: str
+
+
+def grep_file(
+    root: WorkingRoot,
+    file_path: str,
+    pattern: str,
+    *,
+    limit: int = 50,
+    literal: bool = False,
+    case_sensitive: bool = False,
+    max_line_chars: int = 2000,
+) -> GrepResult:
+    """Matching lines as `<path>:<line number>:<line>` (1-based; at most `limit`; long lines shortened)."""
+    regex = compile_pattern(pattern, literal=literal, case_sensitive=case_sensitive)
+    path, shown = open_file(root, file_path)
+    lines: list[str] = []
+    truncated = False
+    with path.open(encoding="utf-8", errors="replace", newline=None) as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n")
+            if regex.search(line) is None:
+                continue
+            if len(lines) >= limit:
+                truncated = True
+                break
+            if len(line) > max_line_chars:
+                line = f"{line[:max_line_chars]}... ({len(line)} characters in all)"
+            lines.append(f"{shown}:{number}:{line}")
+    text = "\n".join(lines) if lines else NO_MATCH.format(pattern=pattern, path=shown)
+    return GrepResult(text=text, matches=len(lines), truncated=truncated, path=shown)
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    text: str
+    start_line: int
+    lines: int
+    has_more: bool
+    path: str
+
+
+def read_file(root: WorkingRoot, file_path: str, *, offset: int = 0, limit: int = 0) -> ReadResult:
+    """Lines `offset+1 … offset+limit` (0-based `offset`; `limit` 0 = to the end), joined by newlines.
+
+    An `offset` past the last line is a 400 that says how many lines the file has.
+    """
+    if offset < 0 or limit < 0:
+        raise InvalidRequestError("offset and limit must be >= 0")
+    path, shown = open_file(root, file_path)
+    with path.open(encoding="utf-8", errors="replace", newline=None) as handle:
+        skipped = sum(1 for _ in itertools.islice(handle, offset))
+        selected = [line.rstrip("\n") for line in itertools.islice(handle, limit or None)]
+        has_more = next(handle, None) is not None
+    if not selected and offset > 0:
+        raise InvalidRequestError(f"offset {offset} is past the end of {shown!r}, which has {skipped} lines")
+    return ReadResult(
+        text="\n".join(selected), start_line=offset + 1, lines=len(selected), has_more=has_more, path=shown
+    )

@@ -1,0 +1,49 @@
+"""GrepOp: search a working-memory file with a regular expression (`grep_working_memory`).
+
+Request fields: `file_path` (relative to the working-memory root, as the offload placeholders print it),
+`pattern` (a Python regular expression; `literal: true` searches for the text as is), `limit` (most lines to
+return, default 50), `case_sensitive` (default false). The answer holds `<path>:<line number>:<line>` lines, or
+`No matches found for pattern "<p>" in file_path "<path>".`; `metadata.grep` says how many lines matched and
+whether the limit cut the list. ReMe 0.2 searched literally despite promising regular expressions and answered
+every failure with an empty success; here a missing file is 404, a bad pattern 400 and a path outside the root 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+from pydantic import Field
+
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.working.file_tools import grep_file
+from reme_service.ops.working.paths import WorkingRoot
+
+
+class GrepParams(OpParams):
+    max_line_chars: int = Field(default=2000, ge=1, description="longer matching lines are shortened")
+
+
+class GrepOp(Op):
+    Params: ClassVar[type[OpParams]] = GrepParams
+    params: GrepParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        root = WorkingRoot(ctx.services.config.working_memory_root)
+        result = await asyncio.to_thread(
+            grep_file,
+            root,
+            str(ctx.field("file_path", "")),
+            str(ctx.field("pattern", "")),
+            limit=int(ctx.field("limit", 50)),
+            literal=bool(ctx.field("literal", False)),
+            case_sensitive=bool(ctx.field("case_sensitive", False)),
+            max_line_chars=self.params.max_line_chars,
+        )
+        ctx.response.answer = result.text
+        ctx.response.metadata["grep"] = {
+            "file_path": result.path,
+            "matches": result.matches,
+            "truncated": result.truncated,
+        }

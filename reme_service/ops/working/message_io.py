@@ -1,0 +1,34 @@
+"""Messages in and out of the working-memory flows: request dicts → `Message`, `Message` → ReMe's simple dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from reme_service.schema.messages import Message
+
+
+def parse_messages(raw: Iterable[Any]) -> list[Message]:
+    """The request's `messages` (already validated by the request model, dumped to dicts) as `Message`s."""
+    return [item if isinstance(item, Message) else Message.model_validate(item) for item in raw]
+
+
+def simple_dict(message: Message) -> dict[str, Any]:
+    """ReMe 0.2's answer shape: `role`, `content`, `reasoning_content`, plus `tool_calls` (OpenAI shape),
+    `tool_call_id` and `name` when present. Content blocks are kept as blocks."""
+    out: dict[str, Any] = {
+        "role": message.role.value,
+        "content": message.content if message.content is not None else "",
+        "reasoning_content": message.reasoning_content,
+    }
+    if message.tool_calls:
+        out["tool_calls"] = [call.to_openai() for call in message.tool_calls]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name:
+        out["name"] = message.name
+    return out
+
+
+def simple_dicts(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [simple_dict(m) for m in messages]

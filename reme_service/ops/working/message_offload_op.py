@@ -1,0 +1,55 @@
+"""MessageOffloadOp: keep an agent's message list under a token budget (`summary_working_memory`).
+
+Reads `messages` and the knobs of ReMe 0.2 §8.1 (`working_summary_mode`, `compact_ratio_threshold`,
+`max_total_tokens`, `max_tool_message_tokens`, `group_token_threshold`, `keep_recent_count`, `store_dir`,
+`chat_id`, `preview_char_length`; defaults and rules in `offload.py`). Writes:
+
+* `answer` — the new message list as ReMe's simple dicts (the input, normalised, when nothing had to change);
+* `metadata.write_file_dict` — `{root-relative path: text}` of the files the new list refers to (also put in the
+  context for `BatchWriteFileOp`; `summary_working_memory_for_as` leaves writing them to the caller);
+* `metadata.working_summary` — mode, what was applied, tokens before/after, the compaction ratio, the counter.
+
+Without an LLM, compression writes an extractive snapshot instead (see `compression.extractive_snapshot`) and the
+op is listed in `metadata.no_llm_ops`. With an LLM, a failed or unusable snapshot fails the request (502).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.working import keys
+from reme_service.ops.working.message_io import parse_messages, simple_dicts
+from reme_service.ops.working.offload import (
+    DiskView,
+    OffloadParams,
+    extractive_snapshotter,
+    llm_snapshotter,
+    offload,
+    read_request,
+)
+from reme_service.ops.working.paths import WorkingRoot
+from reme_service.prompts.loader import prompt_file_for
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class MessageOffloadOp(Op):
+    Params: ClassVar[type[OpParams]] = OffloadParams
+    prompts: ClassVar[dict[str, set[str]]] = {"compress": {"transcript"}}
+    params: OffloadParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        root = WorkingRoot(ctx.services.config.working_memory_root)
+        request = read_request(ctx, root)
+        messages = parse_messages(ctx.field("messages", []))
+        with_llm = ctx.services.llm(self.params.llm).available
+        snapshot = llm_snapshotter(ctx, self.params, PROMPTS) if with_llm else extractive_snapshotter
+        outcome = await offload(messages, request, self.params.counter, snapshot, DiskView(root))
+        if "compress" in outcome.applied and not with_llm:
+            ctx.without_llm(self.name)
+        ctx[keys.WRITE_FILE_DICT] = outcome.files
+        ctx.response.answer = simple_dicts(outcome.messages)
+        ctx.response.metadata["write_file_dict"] = outcome.files
+        ctx.response.metadata["working_summary"] = outcome.summary(request, self.params.counter)

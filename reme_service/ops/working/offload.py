@@ -1,0 +1,239 @@
+"""Offloading a message list: the request knobs, the `compact` / `compress` / `auto` orchestration, and the
+snapshot makers (LLM or extractive). Shared by `MessageOffloadOp` and the agent loop of `AgenticRetrieveOp`.
+
+Modes (ReMe 0.2 §8.4):
+
+* `compact` — compaction only (see `compaction.py`);
+* `compress` — compression only (see `compression.py`);
+* `auto` (default) — compaction first; when the candidates were over `max_total_tokens` and compaction left more
+  than `compact_ratio_threshold` of the tokens (`tokens(after) / tokens(before)`, all messages), the *compacted*
+  list is compressed as well. ReMe compressed the original list instead, throwing the compaction files away and
+  burying large tool outputs in one JSON line of an archive; compressing the compacted list keeps them as
+  readable `.txt` files (which grep/read can page through) and keeps the snapshot prompt small.
+
+Request defaults (as in ReMe 0.2's code): mode `auto`, `compact_ratio_threshold` 0.75, `max_total_tokens` 20000,
+`max_tool_message_tokens` 2000, `group_token_threshold` none (one group), `keep_recent_count` 10, `store_dir` ""
+(the working-memory root itself), `chat_id` a new uuid4 hex, `preview_char_length` 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from reme_service.errors import ConfigError, InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import OpParams
+from reme_service.ops.task.transcript import render_transcript
+from reme_service.ops.working.aio import run_all
+from reme_service.ops.working.compaction import CompactSettings, FileNamer, OffloadResult, compact_messages
+from reme_service.ops.working.compression import (
+    CompressionPlan,
+    CompressSettings,
+    assemble,
+    extract_snapshot,
+    extractive_snapshot,
+    plan_compression,
+)
+from reme_service.ops.working.paths import WorkingRoot, existing_indices, safe_stem
+from reme_service.ops.working.token_count import TokenCounter, make_token_counter
+from reme_service.providers.llm.structured import chat_parsed
+from reme_service.schema.messages import Message, Role
+
+MODES = ("compact", "compress", "auto")
+Snapshotter = Callable[[list[Message], CompressionPlan], Awaitable[str]]
+
+
+class OffloadParams(OpParams):
+    """Op parameters shared by the ops that offload: which LLM writes snapshots, how tokens are counted."""
+
+    llm: str = "default"
+    token_counter: str = Field(default="heuristic", description="heuristic, minilm or tokenizer:<path>")
+    max_concurrency: int = Field(default=4, ge=1, description="snapshot LLM calls in flight at once")
+
+    _counter: TokenCounter = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _build_counter(self) -> OffloadParams:
+        try:
+            self._counter = make_token_counter(self.token_counter)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter, built once when the flow is loaded."""
+        return self._counter
+
+
+@dataclass(frozen=True)
+class OffloadRequest:
+    """The offload knobs of one request, checked."""
+
+    mode: str
+    compact_ratio_threshold: float
+    compact: CompactSettings
+    compress: CompressSettings
+
+
+def _positive(ctx: FlowContext, name: str, default: float) -> Any:
+    value = ctx.field(name, default)
+    if value <= 0:
+        raise InvalidRequestError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def read_request(ctx: FlowContext, root: WorkingRoot) -> OffloadRequest:
+    """The knobs from the request fields; 400 for an unknown mode, 403 for a `store_dir` outside the root."""
+    mode = ctx.field("working_summary_mode", "auto") or "auto"
+    if mode not in MODES:
+        raise InvalidRequestError(
+            f"invalid working_summary_mode {mode!r}; valid modes: {', '.join(MODES)}", details={"valid": list(MODES)}
+        )
+    keep = int(ctx.field("keep_recent_count", 10))
+    preview = int(ctx.field("preview_char_length", 0))
+    group = ctx.field("group_token_threshold", None)
+    if keep < 0 or preview < 0 or (group is not None and group < 0):
+        raise InvalidRequestError("keep_recent_count, preview_char_length and group_token_threshold must be >= 0")
+    store_dir = root.normalise_dir(str(ctx.field("store_dir", "")))
+    raw_chat_id = str(ctx.field("chat_id", ""))
+    chat_id = safe_stem(raw_chat_id) or uuid.uuid4().hex
+    max_total = int(_positive(ctx, "max_total_tokens", 20000))
+    return OffloadRequest(
+        mode=mode,
+        compact_ratio_threshold=float(_positive(ctx, "compact_ratio_threshold", 0.75)),
+        compact=CompactSettings(
+            max_total_tokens=max_total,
+            max_tool_message_tokens=int(_positive(ctx, "max_tool_message_tokens", 2000)),
+            keep_recent_count=keep,
+            store_dir=store_dir,
+            preview_char_length=preview,
+        ),
+        compress=CompressSettings(
+            max_total_tokens=max_total,
+            group_token_threshold=int(group) if group else None,
+            keep_recent_count=keep,
+            store_dir=store_dir,
+            chat_id=chat_id,
+        ),
+    )
+
+
+class DiskView:
+    """What the offload steps may ask the disk: is a file name free, which archive index comes next."""
+
+    def __init__(self, root: WorkingRoot) -> None:
+        self.root = root
+
+    def is_free(self, rel: str, text: str) -> bool:
+        """True when the file does not exist or already holds exactly `text` (403 if it resolves outside)."""
+        path = self.root.resolve(rel, field="file path")
+        if not path.exists():
+            return True
+        if not path.is_file():
+            return False
+        data = text.encode("utf-8")
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+
+    def first_archive_index(self, store_dir: str, chat_id: str) -> int:
+        """One past the highest `<chat_id>_<n>.json` in the folder (0 when there is none)."""
+        folder: Path = self.root.resolve(store_dir, field="store_dir")
+        used = existing_indices(folder, f"{chat_id}_", ".json")
+        return max(used) + 1 if used else 0
+
+
+@dataclass
+class OffloadOutcome:
+    messages: list[Message]
+    files: dict[str, str] = field(default_factory=dict)
+    applied: str = "none"  # none | compact | compress | compact+compress
+    tokens_before: int = 0
+    tokens_after: int = 0
+    compact_ratio: float | None = None
+
+    def summary(self, request: OffloadRequest, counter: TokenCounter) -> dict[str, Any]:
+        return {
+            "mode": request.mode,
+            "applied": self.applied,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "compact_ratio": self.compact_ratio,
+            "token_counter": counter.name,
+            "store_dir": request.compact.store_dir,
+            "chat_id": request.compress.chat_id,
+            "files": list(self.files),
+        }
+
+
+def llm_snapshotter(ctx: FlowContext, params: OffloadParams, prompts: Path) -> Snapshotter:
+    """Snapshots written by the LLM (prompt `compress` of `prompts`); re-asked when the reply has no
+    `<state_snapshot>` block, then `LLMError` (502) — never an empty or invented summary."""
+    llm = ctx.services.llm(params.llm)
+    gate = asyncio.Semaphore(params.max_concurrency)
+
+    async def snapshot(group: list[Message], plan: CompressionPlan) -> str:
+        prompt = ctx.services.prompts.render(prompts, "compress", ctx.language, transcript=render_transcript(group))
+        async with gate:
+            return await chat_parsed(
+                llm, [Message(role=Role.USER, content=prompt)], extract_snapshot, what="state snapshot"
+            )
+
+    return snapshot
+
+
+async def extractive_snapshotter(group: list[Message], plan: CompressionPlan) -> str:
+    return extractive_snapshot(group, plan.goal, plan.tool_results)
+
+
+async def _compress(
+    messages: list[Message],
+    request: OffloadRequest,
+    counter: TokenCounter,
+    snapshot: Snapshotter,
+    disk: DiskView,
+    *,
+    force: bool,
+) -> OffloadResult:
+    settings = request.compress
+    first = await asyncio.to_thread(disk.first_archive_index, settings.store_dir, settings.chat_id)
+    plan = await asyncio.to_thread(plan_compression, messages, settings, counter, first_index=first, force=force)
+    if plan is None:
+        return OffloadResult(messages=messages)
+    snapshots = await run_all([snapshot(group, plan) for group in plan.groups])
+    return OffloadResult(messages=assemble(plan, snapshots), files=dict(plan.archives), applied=True)
+
+
+async def offload(
+    messages: list[Message], request: OffloadRequest, counter: TokenCounter, snapshot: Snapshotter, disk: DiskView
+) -> OffloadOutcome:
+    """Apply the request's mode to `messages` (see the module docstring). Writes nothing."""
+    before = await asyncio.to_thread(counter.count_messages, messages)
+    outcome = OffloadOutcome(messages=messages, tokens_before=before, tokens_after=before)
+    if request.mode == "compress":
+        result = await _compress(messages, request, counter, snapshot, disk, force=False)
+        applied = "compress" if result.applied else "none"
+    else:
+        namer = FileNamer(disk.is_free)
+        result = await asyncio.to_thread(compact_messages, messages, request.compact, counter, namer)
+        applied = "compact" if result.applied else "none"
+        if request.mode == "auto" and result.over_budget and before > 0:
+            after = await asyncio.to_thread(counter.count_messages, result.messages)
+            outcome.compact_ratio = round(after / before, 4)
+            if outcome.compact_ratio > request.compact_ratio_threshold:
+                compressed = await _compress(result.messages, request, counter, snapshot, disk, force=True)
+                if compressed.applied:
+                    files = {**result.files, **compressed.files}
+                    result = OffloadResult(messages=compressed.messages, files=files, applied=True)
+                    applied = "compact+compress" if applied == "compact" else "compress"
+    if applied == "none":
+        return outcome
+    outcome.messages, outcome.files, outcome.applied = result.messages, result.files, applied
+    outcome.tokens_after = await asyncio.to_thread(counter.count_messages, result.messages)
+    return outcome
