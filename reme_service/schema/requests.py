@@ -6,9 +6,10 @@ required-ness, enums and bounds. Unknown extra keys are accepted and ignored, as
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic_core import PydanticCustomError
 
 from reme_service.config.models import FlowConfig, InputField
 from reme_service.schema.memory import ToolCallResult
@@ -26,6 +27,23 @@ class FlowRequest(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict, description="free-form request metadata")
 
 
+def parse_tool_names(value: str | list[str]) -> list[str]:
+    """Tool names from `"a, b"` or `["a", "b"]`: trimmed, empty parts dropped, duplicates removed (first kept).
+
+    Raises `PydanticCustomError` (a `ValueError`) when no name is left: a request-schema error, so HTTP 422.
+    """
+    parts = value.split(",") if isinstance(value, str) else value
+    names = list(dict.fromkeys(part.strip() for part in parts if part.strip()))
+    if not names:
+        raise PydanticCustomError(
+            "tool_names_empty", "at least one tool name is required (a comma-separated string or a list of names)"
+        )
+    return names
+
+
+# A field that takes several shapes: declared `type: any` with `items: ToolNames` in a flow's input_schema.
+ToolNames = Annotated[str | list[str], AfterValidator(parse_tool_names)]
+
 ITEM_SCHEMAS: dict[str, Any] = {
     "Message": Message,
     "Trajectory": Trajectory,
@@ -34,6 +52,7 @@ ITEM_SCHEMAS: dict[str, Any] = {
     "object": dict[str, Any],
     "integer": int,
     "number": float,
+    "ToolNames": ToolNames,
 }
 
 _SCALARS: dict[str, Any] = {
@@ -55,6 +74,11 @@ def _field_type(spec: InputField) -> Any:
         if spec.items not in ITEM_SCHEMAS:
             raise ValueError(f"unknown item schema {spec.items!r}; valid: {', '.join(ITEM_SCHEMAS)}")
         return list[ITEM_SCHEMAS[spec.items]]  # type: ignore[misc]
+    if spec.type == "any" and spec.items is not None:
+        # `items` on an `any` field names the schema of the value itself (e.g. ToolNames: a string or a list).
+        if spec.items not in ITEM_SCHEMAS:
+            raise ValueError(f"unknown value schema {spec.items!r}; valid: {', '.join(ITEM_SCHEMAS)}")
+        return ITEM_SCHEMAS[spec.items]
     return _SCALARS[spec.type]
 
 
