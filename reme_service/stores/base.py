@@ -15,6 +15,9 @@ Semantics every backend must honour (tests/contract/ checks them):
   `metadata.memory_type`, `metadata.metadata.freq`). A value may be a scalar (equality), a list (membership),
   or a dict of operators `{"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"}`. All conditions must hold.
   See `stores/filters.py`.
+* **Hybrid search** (`search_hybrid`) ranks by the cosine similarity fused with a lexical (BM25) score of the
+  query against the nodes' `content`, `(1 - w) * cos + w * bm25 / max(bm25)`, scores in [0, 1]; filters and
+  `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here).
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
 * **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
   failure leaves the old workspace untouched.
@@ -121,6 +124,12 @@ class VectorStore(ABC):
             return []
         vectors = await self.embedder.embed([query])
         return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter)
+
+    async def search_hybrid(
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+    ) -> list[SearchHit]:
+        """Vector similarity fused with a lexical score (see the module docstring); here: plain `search`."""
+        return await self.search(workspace_id, query, top_k=top_k, filter=filter)
 
     async def copy_workspace(self, src: str, dest: str) -> int:
         """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count."""

@@ -25,7 +25,7 @@ class RerankMemoryParams(OpParams):
     enable_llm_rerank: bool = True
     enable_score_filter: bool = False
     min_score_threshold: float = 0.3
-    top_k: int = 5
+    top_k: int | None = None  # None: the request's top_k (ReMe cut every answer to 5)
     llm: str = "default"
 
 
@@ -66,7 +66,9 @@ class RerankMemoryOp(Op):
                 ctx.without_llm(self.name)
         if params.enable_score_filter:
             memories = [m for m in memories if self._quality(m) >= params.min_score_threshold]
-        memories = memories[: params.top_k]
+        limit = params.top_k if params.top_k is not None else ctx.field("top_k")
+        if limit is not None:
+            memories = memories[: int(limit)]
         ctx[keys.MEMORY_LIST] = memories
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
 

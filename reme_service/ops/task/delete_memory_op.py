@@ -1,0 +1,48 @@
+"""DeleteMemoryOp: `delete_task_memory` — prune task memories that are used often but rarely help.
+
+Deletes every task memory with `freq >= freq_threshold` and `utility / freq < utility_threshold`, reading the
+counters from the stored inner metadata (where `record_task_memory` keeps them). Listing and deleting happen
+under the workspace lock, so a concurrent record cannot slip in between. `freq_threshold` below 1 is a 400
+(it would select memories never used, and divide by zero).
+
+Response: `deleted_memory_ids`, `update_result = {"deleted_count": n, "inserted_count": 0}`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.task.counters import counter
+from reme_service.schema.memory import memory_from_node
+
+
+class DeleteMemoryParams(OpParams):
+    store: str = "default"
+
+
+class DeleteMemoryOp(Op):
+    Params: ClassVar[type[OpParams]] = DeleteMemoryParams
+    params: DeleteMemoryParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        freq_threshold = int(ctx.field("freq_threshold", 0))
+        if freq_threshold < 1:
+            raise InvalidRequestError(
+                f"freq_threshold must be at least 1 (got {freq_threshold})", details={"field": "freq_threshold"}
+            )
+        utility_threshold = float(ctx.field("utility_threshold", 0.0))
+        store = ctx.services.store(self.params.store)
+        async with store.lock(ctx.workspace_id):
+            doomed: list[str] = []
+            for node in await store.list_nodes(ctx.workspace_id, filter={"metadata.memory_type": "task"}):
+                metadata = memory_from_node(node).metadata
+                freq = counter(metadata, "freq")
+                if freq >= freq_threshold and counter(metadata, "utility") / freq < utility_threshold:
+                    doomed.append(node.unique_id)
+            deleted = await store.delete_ids(ctx.workspace_id, doomed) if doomed else 0
+        ctx.response.answer = f"deleted {deleted} task memories"
+        ctx.response.metadata["deleted_memory_ids"] = doomed
+        ctx.response.metadata["update_result"] = {"deleted_count": deleted, "inserted_count": 0}

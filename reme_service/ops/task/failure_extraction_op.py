@@ -1,0 +1,20 @@
+"""FailureExtractionOp: turn failed trajectories (or their segments) into lessons that prevent the failure.
+
+Reads `failure_trajectories`, writes `failure_task_memories`. Unlike ReMe 0.2, the `metadata.segments` of a
+failed trajectory are honoured too. See `step_extraction` for the mechanics.
+"""
+
+from __future__ import annotations
+
+from reme_service.ops.task import keys as task_keys
+from reme_service.ops.task.step_extraction import BaseStepExtractionOp
+from reme_service.prompts.loader import prompt_file_for
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class FailureExtractionOp(BaseStepExtractionOp):
+    prompt_file = PROMPTS
+    source = task_keys.FAILURE_TRAJECTORIES
+    target = task_keys.FAILURE_MEMORIES
+    success = False

@@ -1,0 +1,85 @@
+"""SimpleComparativeSummaryOp: compare the best and the worst run of each task (custom flows).
+
+Trajectories are grouped by `task_id` (those without one are left out); in each group of two or more whose
+best score beats its worst, the two runs go to the LLM in one call, which answers with a ```json list of
+`{"when_to_use": "...", "experience": "..."}`. Malformed replies are re-asked, then the request fails (502).
+
+Writes `comparative_task_memories`, so it can stand in for `ComparativeExtractionOp` in the summary flow;
+`MemoryValidationOp` then judges and publishes them. Without an LLM nothing is compared and the op is listed
+in `metadata.no_llm_ops`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.task import keys as task_keys
+from reme_service.ops.task.memory_items import ask_items, to_memory
+from reme_service.ops.task.step_extraction import gather_limited
+from reme_service.ops.task.trajectories import request_trajectories, task_query
+from reme_service.ops.task.transcript import render_transcript
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.schema.memory import TaskMemory
+from reme_service.schema.messages import Trajectory
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class SimpleComparativeSummaryParams(OpParams):
+    llm: str = "default"
+    max_step_chars: int = 2000
+    max_concurrency: int = 4
+
+
+def best_and_worst(trajectories: list[Trajectory]) -> list[tuple[Trajectory, Trajectory]]:
+    """Per task id (in first-seen order), the best and the worst run when their scores differ."""
+    groups: dict[str, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        if trajectory.task_id:
+            groups.setdefault(trajectory.task_id, []).append(trajectory)
+    pairs = []
+    for group in groups.values():
+        if len(group) >= 2:
+            ranked = sorted(group, key=lambda t: -t.score)
+            if ranked[0].score > ranked[-1].score:
+                pairs.append((ranked[0], ranked[-1]))
+    return pairs
+
+
+class SimpleComparativeSummaryOp(Op):
+    Params: ClassVar[type[OpParams]] = SimpleComparativeSummaryParams
+    prompts: ClassVar[dict[str, set[str]]] = {
+        "compare": {"query", "better_score", "better_steps", "worse_score", "worse_steps"}
+    }
+    params: SimpleComparativeSummaryParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        pool = ctx[task_keys.ALL_TRAJECTORIES] if task_keys.ALL_TRAJECTORIES in ctx else request_trajectories(ctx)
+        pairs = best_and_worst(pool)
+        ctx[task_keys.COMPARATIVE_MEMORIES] = []
+        if not pairs:
+            return
+        if not ctx.services.llm(self.params.llm).available:
+            ctx.without_llm(self.name)
+            return
+        results = await gather_limited([self._compare(ctx, *pair) for pair in pairs], self.params.max_concurrency)
+        ctx[task_keys.COMPARATIVE_MEMORIES] = [m for memories in results for m in memories]
+
+    async def _compare(self, ctx: FlowContext, better: Trajectory, worse: Trajectory) -> list[TaskMemory]:
+        limit = self.params.max_step_chars
+        prompt = ctx.services.prompts.render(
+            PROMPTS,
+            "compare",
+            ctx.language,
+            query=task_query(better) or task_query(worse) or "(not stated)",
+            better_score=f"{better.score:.2f}",
+            better_steps=render_transcript(better.messages, limit=limit),
+            worse_score=f"{worse.score:.2f}",
+            worse_steps=render_transcript(worse.messages, limit=limit),
+        )
+        items = await ask_items(ctx, self.params.llm, prompt, what="comparative summary reply")
+        author = ctx.services.llm(self.params.llm).model_name
+        extra = {"source": "simple_comparison", "task_id": better.task_id, "scores": [better.score, worse.score]}
+        return [to_memory(ctx, item, author=author, extra=extra) for item in items]

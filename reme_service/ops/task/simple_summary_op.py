@@ -1,0 +1,75 @@
+"""SimpleSummaryOp: one LLM reflection per trajectory, at most two memories each (`summary_task_memory_simple`).
+
+A trajectory with `score >= success_score_threshold` (0.9, as in ReMe) is summarised as a success, any other
+as a failure. Reply contract: a ```json list of `{"when_to_use": "...", "memory": "..."}` (an empty list when
+nothing is worth keeping); malformed replies are re-asked, then the request fails (502) with nothing stored.
+Without an LLM each trajectory becomes one raw experience (`raw_experience`) and the op is listed in
+`metadata.no_llm_ops`. Writes `memory_list` (context and response) and `answer` (their JSON list).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.task.memory_items import ask_items, to_memory
+from reme_service.ops.task.memory_validation_op import publish
+from reme_service.ops.task.raw_experience import raw_experience
+from reme_service.ops.task.step_extraction import gather_limited
+from reme_service.ops.task.trajectories import request_trajectories, task_query, trajectory_info
+from reme_service.ops.task.transcript import render_transcript
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.schema.memory import TaskMemory
+from reme_service.schema.messages import Trajectory
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class SimpleSummaryParams(OpParams):
+    success_score_threshold: float = 0.9
+    llm: str = "default"
+    max_step_chars: int = 2000
+    max_concurrency: int = 4
+
+
+class SimpleSummaryOp(Op):
+    Params: ClassVar[type[OpParams]] = SimpleSummaryParams
+    prompts: ClassVar[dict[str, set[str]]] = {"summarize": {"query", "transcript", "result"}}
+    params: SimpleSummaryParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        trajectories = request_trajectories(ctx)
+        threshold = self.params.success_score_threshold
+        if not ctx.services.llm(self.params.llm).available:
+            ctx.without_llm(self.name)
+            publish(
+                ctx,
+                [
+                    raw_experience(
+                        t, success=t.score >= threshold, workspace_id=ctx.workspace_id, language=ctx.language
+                    )
+                    for t in trajectories
+                ],
+            )
+            return
+        results = await gather_limited([self._summarise(ctx, t) for t in trajectories], self.params.max_concurrency)
+        publish(ctx, [m for memories in results for m in memories])
+
+    async def _summarise(self, ctx: FlowContext, trajectory: Trajectory) -> list[TaskMemory]:
+        success = trajectory.score >= self.params.success_score_threshold
+        result = "success" if success else "failure"
+        prompt = ctx.services.prompts.render(
+            PROMPTS,
+            "summarize",
+            ctx.language,
+            query=task_query(trajectory) or "(not stated)",
+            transcript=render_transcript(trajectory.messages, limit=self.params.max_step_chars),
+            result=result if ctx.language != "zh" else ("成功" if success else "失败"),
+        )
+        items = await ask_items(
+            ctx, self.params.llm, prompt, what="simple summary reply", body_keys=("memory", "experience")
+        )
+        author = ctx.services.llm(self.params.llm).model_name
+        extra = {**trajectory_info(trajectory), "source": "simple_summary", "outcome": result}
+        return [to_memory(ctx, item, author=author, extra=extra) for item in items]

@@ -1,0 +1,82 @@
+"""UpdateMemoryFreqOp: `record_task_memory` — count a use of each memory, atomically, on the stored copy.
+
+The request's `memory_dicts` (the `memory_list` a retrieval returned) only say *which* memories were used:
+their `memory_id`s. Under the workspace lock the op reads each stored task memory, adds 1 to `freq` (and to
+`utility` when `update_utility` is true) in its inner metadata, and writes it back with its stored vector
+(no embedding) in one upsert. The client's counters, score and other fields are ignored, so stale copies and
+concurrent records lose nothing. A memory listed twice in one request counts once.
+
+This one op replaces ReMe's `UpdateMemoryFreqOp >> UpdateMemoryUtilityOp >> UpdateVectorStoreOp`: a lock
+cannot span ops, and ReMe's split is what lost increments.
+
+Response: `memory_list` (the updated memories as stored), `not_found_memory_ids` (ids with no stored task
+memory), `update_result = {"deleted_count": 0, "inserted_count": n, "updated_count": n}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.task.counters import counter
+from reme_service.schema.memory import TaskMemory, memory_from_node
+from reme_service.schema.vector_node import VectorNode
+
+
+class UpdateMemoryFreqParams(OpParams):
+    store: str = "default"
+    update_utility: bool | None = None  # None: the request's `update_utility`
+
+
+def requested_ids(dicts: list[Any]) -> list[str]:
+    """The distinct `memory_id`s of `memory_dicts`, in order; 400 for an entry without one."""
+    ids: list[str] = []
+    for index, item in enumerate(dicts):
+        memory_id = item.get("memory_id") if isinstance(item, dict) else None
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidRequestError(
+                f"memory_dicts[{index}] has no memory_id (send the memories a retrieval returned)",
+                details={"field": f"memory_dicts[{index}].memory_id"},
+            )
+        ids.append(memory_id.strip())
+    return list(dict.fromkeys(ids))
+
+
+class UpdateMemoryFreqOp(Op):
+    Params: ClassVar[type[OpParams]] = UpdateMemoryFreqParams
+    params: UpdateMemoryFreqParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        ids = requested_ids(list(ctx.field("memory_dicts", [])))
+        utility = self.params.update_utility
+        if utility is None:
+            utility = bool(ctx.field("update_utility", False))
+        store = ctx.services.store(self.params.store)
+        updated: list[TaskMemory] = []
+        if ids:
+            async with store.lock(ctx.workspace_id):
+                nodes: list[VectorNode] = []
+                for node in await store.get(ctx.workspace_id, ids):
+                    memory = memory_from_node(node)
+                    if not isinstance(memory, TaskMemory):
+                        continue
+                    memory.metadata["freq"] = counter(memory.metadata, "freq") + 1
+                    if utility:
+                        memory.metadata["utility"] = counter(memory.metadata, "utility") + 1
+                    fresh = memory.to_vector_node()
+                    fresh.vector = node.vector
+                    nodes.append(fresh)
+                    updated.append(memory)
+                if nodes:
+                    await store.upsert(ctx.workspace_id, nodes)
+        found = {m.memory_id for m in updated}
+        missing = [i for i in ids if i not in found]
+        ctx.response.answer = f"recorded a use of {len(updated)} task memories" + (
+            f"; {len(missing)} not found" if missing else ""
+        )
+        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in updated]
+        ctx.response.metadata["not_found_memory_ids"] = missing
+        count = len(updated)
+        ctx.response.metadata["update_result"] = {"deleted_count": 0, "inserted_count": count, "updated_count": count}
