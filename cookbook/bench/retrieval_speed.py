@@ -55,6 +55,8 @@ FLOW = "/retrieve_task_memory"
 STORE_OVERRIDES: dict[str, list[str]] = {
     "local": ["vector_store.default.backend=local"],
     "memory": ["vector_store.default.backend=memory"],
+    # a real `chroma run` server started beside the service (see running_chroma); its host/port are added then
+    "chroma": ["vector_store.default.backend=chroma"],
 }
 BASE_OVERRIDES = ["embedding_model.default.backend=hash"]
 
@@ -530,13 +532,47 @@ def _terminate_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+@contextlib.contextmanager
+def running_chroma(workdir: Path, timeout: float) -> Iterator[list[str]]:
+    """A `chroma run` server (from the chromadb package beside the interpreter) on a free loopback port, storing
+    in `workdir/chroma`; yields the service overrides that point the store at it."""
+    port = free_port()
+    chroma = Path(sys.executable).parent / "chroma"
+    command = [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(workdir / "chroma")]
+    with (workdir / "chroma.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chroma run did not start (log: {workdir / 'chroma.log'})")
+            time.sleep(0.1)
+        print(f"chroma server pid {process.pid} on 127.0.0.1:{port}")
+        yield ["vector_store.default.params.host=127.0.0.1", f"vector_store.default.params.port={port}"]
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 def run(args: argparse.Namespace) -> list[SizeResult]:
     overrides = [*BASE_OVERRIDES, *STORE_OVERRIDES[args.store], *args.overrides]
     queries = make_queries(max(args.requests + WARMUP_REQUESTS, 1_000), args.seed)
     results: list[SizeResult] = []
     tmp = tempfile.mkdtemp(prefix="retrieval-speed-", dir=args.dir)
+    workdir = Path(tmp).resolve()
     try:
-        with running_server(args.python, Path(tmp).resolve(), overrides, args.startup_timeout) as server:
+        with contextlib.ExitStack() as stack:
+            if args.store == "chroma":
+                overrides += stack.enter_context(running_chroma(workdir, args.startup_timeout))
+            server = stack.enter_context(running_server(args.python, workdir, overrides, args.startup_timeout))
             print(f"command: {' '.join(server.command[1:])}")
             for size in args.sizes:
                 results.append(bench_size(server, args, size, queries))

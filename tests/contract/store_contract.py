@@ -375,7 +375,9 @@ class StoreContract:
         async def read() -> None:
             for hit in await store.search_vector(WS, vectors[3], top_k=3, filter={"metadata.i": {"gte": 0}}):
                 assert 0.0 <= hit.score <= 1.0
-            assert len(await store.list_nodes(WS)) in range(2_400, 2_501)
+            # every churn round may have deleted its 63 nodes before any round re-inserts them (writes to a
+            # workspace are serialised in arrival order); a listing never shows a node twice nor a lost node
+            assert len(await store.list_nodes(WS)) in range(2_500 - 8 * 63, 2_501)
 
         await asyncio.gather(*(churn(r) for r in range(8)), *(read() for _ in range(16)))
         assert len(await store.list_nodes(WS)) == 2_500

@@ -42,10 +42,32 @@ def test_unknown_backend_lists_the_valid_ones(tmp_path: Path) -> None:
         create_store("redis", {}, embedder=EMBEDDER, data_dir=tmp_path)
 
 
-@pytest.mark.parametrize("backend", ["chroma", "elasticsearch"])
-def test_planned_backends_are_not_available_yet(tmp_path: Path, backend: str) -> None:
-    with pytest.raises(ConfigError, match="not available yet"):
-        create_store(backend, {}, embedder=EMBEDDER, data_dir=tmp_path)
+def test_chroma_backend_modes(tmp_path: Path) -> None:
+    from reme_service.stores.chroma import ChromaVectorStore
+
+    embedded = create_store("chroma", {}, embedder=EMBEDDER, data_dir=tmp_path)
+    assert isinstance(embedded, ChromaVectorStore) and embedded.conn.store_dir == tmp_path / "chroma"
+    server = create_store("chroma", {"host": "127.0.0.1", "port": 8111}, embedder=EMBEDDER, data_dir=tmp_path)
+    assert isinstance(server, ChromaVectorStore) and not server.conn.embedded and server.conn.port == 8111
+    with pytest.raises(ConfigError, match="not both"):
+        create_store("chroma", {"host": "h", "store_dir": "x"}, embedder=EMBEDDER, data_dir=tmp_path)
+    with pytest.raises(ConfigError, match="collection_prefix"):
+        create_store("chroma", {"collection_prefix": "-bad"}, embedder=EMBEDDER, data_dir=tmp_path)
+
+
+@pytest.mark.anyio
+async def test_elasticsearch_backend_params(tmp_path: Path) -> None:
+    from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+
+    params = {"hosts": "http://127.0.0.1:9", "basic_auth": "u:p", "batch_size": 64, "hybrid": True}
+    store = create_store("elasticsearch", params, embedder=EMBEDDER, data_dir=tmp_path)
+    assert isinstance(store, ElasticsearchVectorStore)
+    assert (store.hosts, store.batch_size, store.hybrid) == (["http://127.0.0.1:9"], 64, True)
+    await store.close()
+    with pytest.raises(ConfigError, match="index_prefix"):
+        create_store("elasticsearch", {"index_prefix": "Upper"}, embedder=EMBEDDER, data_dir=tmp_path)
+    with pytest.raises(ConfigError, match="refresh"):
+        create_store("elasticsearch", {"refresh": "false"}, embedder=EMBEDDER, data_dir=tmp_path)
 
 
 def test_unknown_param_names_the_key_and_the_valid_keys(tmp_path: Path) -> None:

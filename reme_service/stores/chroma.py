@@ -1,0 +1,461 @@
+"""The Chroma backend ("chroma"): a Chroma server (`params.host`, `params.port`) or an embedded persistent Chroma
+(`params.store_dir`).
+
+One collection per workspace, named by `stores/names.py` (reversible), with the workspace id also in the
+collection's metadata. Records: id = node id, document = content, embedding = the node's unit vector, metadata
+as in `stores/chroma_where.py` (lossless JSON copy plus typed leaves for filtering).
+
+Similarity. Collections use Chroma's inner-product space over vectors we normalise, so `1 - distance` is the
+cosine; the score is `max(0, 1 - distance)`. (Chroma's "cosine" space gives the same distances but keeps its own
+re-normalised copy of each vector, so vectors read back would differ from those written in the last bit.)
+Collections created by others in the cosine or l2 space are read with the matching conversion.
+
+Chroma searches an HNSW graph, so an unfiltered search is approximate (`params.hnsw.ef_search` trades speed for
+recall); a filtered one is exact in practice. Filters Chroma cannot express (see `chroma_where.py`) are answered
+by reading the narrowed candidates and ranking them exactly here.
+
+Writes: Chroma merges metadata on upsert, so the keys of a replaced record that the new version lacks are set to
+None (removed); existing records are read first for that and for their listing position. Batches larger than
+the server's maximum batch size are written in several requests (each atomic). `replace_workspace` fills a
+staging collection, then swaps names (old -> trash, staging -> live) and drops the trash.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from reme_service.errors import StoreError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.base import Filter, validate_workspace_id
+from reme_service.stores.chroma_client import ChromaConnection, is_not_found
+from reme_service.stores.chroma_where import SEQ_KEY, chroma_where, node_metadata, record_metadata, stale_keys
+from reme_service.stores.names import (
+    check_chroma_prefix,
+    chroma_collection_name,
+    chroma_temp_name,
+    chroma_workspace_id,
+)
+from reme_service.stores.remote import Prepared, RemoteVectorStore, as_query, dimension_error, exact_top
+from reme_service.stores.remote_filter import plan_filter
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PAGE = 5_000
+_MISSING: Any = object()
+_META_WORKSPACE = "reme_workspace_id"
+
+
+class ChromaVectorStore(RemoteVectorStore):
+    backend = "chroma"
+
+    def __init__(
+        self,
+        *,
+        embedder: EmbeddingClient,
+        host: str | None = None,
+        port: int = 8000,
+        ssl: bool = False,
+        headers: dict[str, str] | None = None,
+        tenant: str = "default_tenant",
+        database: str = "default_database",
+        store_dir: Path | None = None,
+        collection_prefix: str = "reme-",
+        timeout: float = 30.0,
+        hnsw: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(embedder=embedder)
+        if (host is None) == (store_dir is None):
+            raise ValueError("give either host (server mode) or store_dir (embedded mode)")
+        self.conn = ChromaConnection(
+            host=host,
+            port=port,
+            ssl=ssl,
+            headers=headers,
+            tenant=tenant,
+            database=database,
+            store_dir=store_dir,
+            timeout=timeout,
+        )
+        self.prefix = check_chroma_prefix(collection_prefix)
+        self.hnsw = {"space": "ip", **(hnsw or {})}
+        self._collections: dict[str, Any] = {}
+        self._dims: dict[str, int] = {}
+        self._max_batch: int | None = None
+
+    # ----- lifecycle -----
+
+    async def start(self) -> None:
+        try:
+            await self.conn.client()
+        except StoreError as exc:
+            logger.warning("vector store not available at start (requests get 503 until it is): %s", exc.message)
+
+    async def health(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"backend": self.backend, "mode": "embedded" if self.conn.embedded else "server"}
+        try:
+            await self.conn.heartbeat()
+        except StoreError as exc:
+            return {"status": "down", "reason": exc.message, **info}
+        return {"status": "ok", **info}
+
+    async def close(self) -> None:
+        await super().close()
+        self._collections.clear()
+        await self.conn.close()
+
+    # ----- collections -----
+
+    def _forget(self, workspace_id: str) -> None:
+        self._collections.pop(workspace_id, None)
+        self._dims.pop(workspace_id, None)
+
+    async def _collection(self, workspace_id: str, *, create: bool) -> Any:
+        """The workspace's collection handle, or None when it does not exist and `create` is false."""
+        handle = self._collections.get(workspace_id)
+        if handle is not None:
+            return handle
+        client = await self.conn.client()
+        name = chroma_collection_name(workspace_id, self.prefix)
+        if create:
+            handle = await self.conn.call(
+                client,
+                "get_or_create_collection",
+                name,
+                configuration={"hnsw": self.hnsw},
+                metadata={_META_WORKSPACE: workspace_id},
+                embedding_function=None,
+            )
+        else:
+            try:
+                handle = await self.conn.call(client, "get_collection", name, embedding_function=None)
+            except Exception as exc:
+                if is_not_found(exc):
+                    return None
+                raise
+        self._collections[workspace_id] = handle
+        return handle
+
+    async def _on_collection(self, workspace_id: str, work: Callable[[Any], Awaitable[T]], *, create: bool) -> T:
+        """Run `work(collection)`; `_MISSING` when the workspace does not exist. A handle gone stale (the
+        collection was dropped elsewhere) is refreshed once."""
+        for attempt in (0, 1):
+            handle = await self._collection(workspace_id, create=create)
+            if handle is None:
+                return _MISSING
+            try:
+                return await work(handle)
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                self._forget(workspace_id)
+                if attempt:
+                    raise StoreError(f"{self.conn.where}: the collection of {workspace_id!r} vanished") from exc
+        raise AssertionError("unreachable")
+
+    def _similarity(self, handle: Any) -> Callable[[float], float]:
+        config = getattr(handle, "configuration_json", None) or {}
+        space = ((config.get("hnsw") or {}).get("space")) or ((config.get("spann") or {}).get("space"))
+        space = space or (getattr(handle, "metadata", None) or {}).get("hnsw:space") or "l2"
+        if space == "l2":  # squared euclidean distance of unit vectors = 2 - 2 cos
+            return lambda distance: min(max(1.0 - distance / 2.0, 0.0), 1.0)
+        return lambda distance: min(max(1.0 - distance, 0.0), 1.0)
+
+    async def _dim(self, workspace_id: str, handle: Any) -> int | None:
+        """The dimension of the workspace's vectors (None while it holds none)."""
+        dim = self._dims.get(workspace_id)
+        if dim is None:
+            sample = await self.conn.call(handle, "get", limit=1, include=["embeddings"])
+            embeddings = sample.get("embeddings")
+            if embeddings is not None and len(embeddings):
+                dim = self._dims[workspace_id] = len(embeddings[0])
+        return dim
+
+    async def _batch_size(self) -> int:
+        if self._max_batch is None:
+            client = await self.conn.client()
+            self._max_batch = max(1, int(await self.conn.call(client, "get_max_batch_size")))
+        return self._max_batch
+
+    # ----- records -----
+
+    def _nodes(self, workspace_id: str, result: dict[str, Any], *, with_vectors: bool) -> list[tuple[int, VectorNode]]:
+        """`(seq, node)` pairs from a `get` result."""
+        ids = result.get("ids") or []
+        metadatas = result.get("metadatas") or [None] * len(ids)
+        documents = result.get("documents") or [None] * len(ids)
+        embeddings = result.get("embeddings") if with_vectors else None
+        out = []
+        for i, uid in enumerate(ids):
+            record = metadatas[i] or {}
+            vector = np.asarray(embeddings[i], dtype=np.float32) if embeddings is not None else None
+            node = VectorNode.model_construct(
+                unique_id=uid,
+                workspace_id=workspace_id,
+                content=documents[i] or "",
+                metadata=node_metadata(record),
+                vector=vector,
+            )
+            seq = record.get(SEQ_KEY)
+            out.append((seq if isinstance(seq, int) else 0, node))
+        return out
+
+    async def _scan(self, workspace_id: str, handle: Any, where: Any, *, with_vectors: bool) -> list[VectorNode]:
+        """Every record matching `where`, in listing order. A listing longer than one page is read under the
+        workspace's write lock, so the pages agree with each other."""
+        include = ["metadatas", "documents", *(["embeddings"] if with_vectors else [])]
+
+        async def page(offset: int) -> dict[str, Any]:
+            return await self.conn.call(handle, "get", where=where, limit=PAGE, offset=offset, include=include)
+
+        first = await page(0)
+        rows = self._nodes(workspace_id, first, with_vectors=with_vectors)
+        if len(rows) >= PAGE:
+            async with self._write_lock(workspace_id):
+                rows, offset = [], 0
+                while True:
+                    chunk = self._nodes(workspace_id, await page(offset), with_vectors=with_vectors)
+                    rows.extend(chunk)
+                    if len(chunk) < PAGE:
+                        break
+                    offset += PAGE
+        rows.sort(key=lambda row: row[0])
+        return [node for _, node in rows]
+
+    async def _write(self, handle: Any, batch: Prepared, *, fresh: bool) -> None:
+        """Upsert a prepared batch in chunks of the server's batch size; `fresh`: the collection is new."""
+        size = await self._batch_size()
+        for start in range(0, len(batch), size):
+            ids = batch.ids[start : start + size]
+            old: dict[str, Any] = {}
+            if not fresh:
+                existing = await self.conn.call(handle, "get", ids=ids, include=["metadatas"])
+                old = dict(zip(existing["ids"], existing["metadatas"] or [], strict=False))
+            records = []
+            for uid, metadata in zip(ids, batch.metadatas[start : start + size], strict=True):
+                previous = old.get(uid) or {}
+                seq = previous.get(SEQ_KEY)
+                record = record_metadata(uid, seq if isinstance(seq, int) else self._next_seq(), metadata)
+                record.update(stale_keys(previous, record))
+                records.append(record)
+            await self.conn.call(
+                handle,
+                "upsert",
+                ids=ids,
+                embeddings=batch.vectors[start : start + size],
+                metadatas=records,
+                documents=batch.contents[start : start + size],
+            )
+
+    # ----- workspaces -----
+
+    async def exists_workspace(self, workspace_id: str) -> bool:
+        validate_workspace_id(workspace_id)
+        return await self._collection(workspace_id, create=False) is not None
+
+    async def create_workspace(self, workspace_id: str) -> None:
+        validate_workspace_id(workspace_id)
+        await self._collection(workspace_id, create=True)
+
+    async def delete_workspace(self, workspace_id: str) -> bool:
+        validate_workspace_id(workspace_id)
+        return await self._shielded(self._commit_drop(workspace_id))
+
+    async def _commit_drop(self, workspace_id: str) -> bool:
+        async with self._write_lock(workspace_id):
+            self._forget(workspace_id)
+            client = await self.conn.client()
+            try:
+                await self.conn.call(client, "delete_collection", chroma_collection_name(workspace_id, self.prefix))
+            except Exception as exc:
+                if is_not_found(exc):
+                    return False
+                raise
+            return True
+
+    async def list_workspaces(self) -> list[str]:
+        client = await self.conn.client()
+        total = int(await self.conn.call(client, "count_collections"))
+        names: list[str] = []
+        while len(names) < total:
+            page = await self.conn.call(client, "list_collections", limit=1_000, offset=len(names))
+            if not page:
+                break
+            names.extend(collection.name for collection in page)
+        found = (chroma_workspace_id(name, self.prefix) for name in names)
+        return sorted({workspace for workspace in found if workspace is not None})
+
+    # ----- writes -----
+
+    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        dim = await self._on_collection(workspace_id, lambda handle: self._dim(workspace_id, handle), create=False)
+        batch = await self.prepare(workspace_id, nodes, None if dim is _MISSING else dim)
+        if not batch.ids:
+            await self.create_workspace(workspace_id)
+            return 0
+        return await self._shielded(self._commit_upsert(workspace_id, batch))
+
+    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+        async def work(handle: Any) -> int:
+            dim = await self._dim(workspace_id, handle)
+            if dim is not None and batch.dim is not None and dim != batch.dim:
+                raise dimension_error(workspace_id, dim, batch.dim, "the batch's vectors")
+            await self._write(handle, batch, fresh=False)
+            if batch.dim is not None:
+                self._dims[workspace_id] = batch.dim
+            return len(batch)
+
+        async with self._write_lock(workspace_id):
+            return await self._on_collection(workspace_id, work, create=True)
+
+    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
+        validate_workspace_id(workspace_id)
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return 0
+        return await self._shielded(self._commit_delete(workspace_id, unique))
+
+    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+        async def work(handle: Any) -> int:
+            present = (await self.conn.call(handle, "get", ids=ids, include=[]))["ids"]
+            if present:
+                await self.conn.call(handle, "delete", ids=list(present))
+            return len(present)
+
+        async with self._write_lock(workspace_id):
+            deleted = await self._on_collection(workspace_id, work, create=False)
+        return 0 if deleted is _MISSING else deleted
+
+    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        batch = await self.prepare(workspace_id, nodes, None)
+        return await self._shielded(self._commit_replace(workspace_id, batch))
+
+    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        client = await self.conn.client()
+        token = secrets.token_hex(6)
+        live = chroma_collection_name(workspace_id, self.prefix)
+        staging = chroma_temp_name(workspace_id, "s", token, self.prefix)
+        trash = chroma_temp_name(workspace_id, "t", token, self.prefix)
+        async with self._write_lock(workspace_id):
+            handle = await self.conn.call(
+                client,
+                "create_collection",
+                staging,
+                configuration={"hnsw": self.hnsw},
+                metadata={_META_WORKSPACE: workspace_id},
+                embedding_function=None,
+            )
+            try:
+                if batch.ids:
+                    await self._write(handle, batch, fresh=True)
+                old = await self._collection(workspace_id, create=False)
+                if old is not None:
+                    await self.conn.call(old, "modify", name=trash)
+                try:
+                    await self.conn.call(handle, "modify", name=live)
+                except BaseException:
+                    if old is not None:
+                        await self.conn.call(old, "modify", name=live)
+                    raise
+            except BaseException:
+                self._forget(workspace_id)
+                await self._drop_quietly(client, staging)
+                raise
+            self._forget(workspace_id)
+            self._collections[workspace_id] = handle
+            if batch.dim is not None and batch.ids:
+                self._dims[workspace_id] = batch.dim
+            if old is not None:
+                await self._drop_quietly(client, trash)
+        return len(batch)
+
+    async def _drop_quietly(self, client: Any, name: str) -> None:
+        try:
+            await self.conn.call(client, "delete_collection", name)
+        except Exception:  # noqa: BLE001 - a leftover temporary collection is harmless; say so and go on
+            logger.warning("could not drop the temporary Chroma collection %s", name, exc_info=True)
+
+    # ----- reads -----
+
+    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
+        validate_workspace_id(workspace_id)
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+
+        async def work(handle: Any) -> list[VectorNode]:
+            include = ["metadatas", "documents", "embeddings"]
+            result = await self.conn.call(handle, "get", ids=unique, include=include)
+            found = {node.unique_id: node for _, node in self._nodes(workspace_id, result, with_vectors=True)}
+            return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
+
+        nodes = await self._on_collection(workspace_id, work, create=False)
+        return [] if nodes is _MISSING else nodes
+
+    async def search_vector(
+        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+    ) -> list[SearchHit]:
+        validate_workspace_id(workspace_id)
+        plan = plan_filter(filter, workspace_id)
+        where = chroma_where(plan.conditions)
+        if top_k <= 0:
+            return []
+
+        async def work(handle: Any) -> list[SearchHit]:
+            dim = await self._dim(workspace_id, handle)
+            if dim is None:
+                return []
+            query = as_query(vector, workspace_id, dim)
+            if plan.impossible or where.impossible:
+                return []
+            if not where.exact:
+                nodes = await self._scan(workspace_id, handle, where.where, with_vectors=True)
+                predicate = plan.predicate
+                return exact_top([n for n in nodes if predicate is None or predicate(n)], query, top_k)
+            result = await self.conn.call(
+                handle,
+                "query",
+                query_embeddings=[query],
+                n_results=top_k,
+                where=where.where,
+                include=["metadatas", "documents", "distances"],
+            )
+            similarity = self._similarity(handle)
+            flat = {key: (value[0] if value else None) for key, value in result.items() if isinstance(value, list)}
+            distances = flat.get("distances") or []
+            rows = self._nodes(workspace_id, flat, with_vectors=False)
+            return [
+                SearchHit.model_construct(node=node, score=similarity(float(distance)))
+                for (_, node), distance in zip(rows, distances, strict=True)
+                if plan.predicate is None or plan.predicate(node)
+            ]
+
+        hits = await self._on_collection(workspace_id, work, create=False)
+        return [] if hits is _MISSING else hits
+
+    async def list_nodes(
+        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
+    ) -> list[VectorNode]:
+        validate_workspace_id(workspace_id)
+        plan = plan_filter(filter, workspace_id)
+        where = chroma_where(plan.conditions)
+        if plan.impossible or where.impossible:
+            return []
+
+        async def work(handle: Any) -> list[VectorNode]:
+            return await self._scan(workspace_id, handle, where.where, with_vectors=with_vectors)
+
+        nodes = await self._on_collection(workspace_id, work, create=False)
+        if nodes is _MISSING:
+            return []
+        predicate = plan.predicate
+        return nodes if predicate is None else [node for node in nodes if predicate(node)]

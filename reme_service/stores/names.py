@@ -1,0 +1,151 @@
+"""Workspace ids as Chroma collection names and Elasticsearch index names: injective, and reversible where they can be.
+
+Workspace ids are `[A-Za-z0-9._-]{1,128}` (validated before they get here). The backends have their own rules:
+
+* **Chroma** collection names: 3-512 characters from `[A-Za-z0-9._-]`, starting and ending with a letter or digit.
+  `chroma_collection_name` keeps letters, digits and `-`, writes `_` as `_u` and `.` as `_d`, and wraps the result
+  as `<prefix><encoded>_e`. Staging and trash names (used while a workspace is replaced) end in `_s<hex>` /
+  `_t<hex>` instead, so they never decode to a workspace.
+* **Elasticsearch** index names: lower case, at most 255 bytes, no `\\ / * ? " < > | , # :` or spaces, not starting
+  with `-`, `_` or `+`. `es_alias_name` keeps lower-case letters, digits, `.` and `-`, writes an upper-case
+  letter `X` as `_x` and `_` as `__`, and prefixes the result. A workspace is an *alias* of that name pointing at
+  one concrete index `<alias>_<generation digits>`: since `_` followed by a digit never occurs in an encoded
+  name, an alias can never equal another workspace's index. An encoding too long for Elasticsearch is cut and
+  completed by `_0` and a hash of the id (not reversible; the stores keep the id in the index's `_meta`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from reme_service.errors import ConfigError
+
+_CHROMA_ESCAPES = {"_": "_u", ".": "_d"}
+_CHROMA_UNESCAPES = {"u": "_", "d": "."}
+_CHROMA_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_CHROMA_END = "_e"
+
+_ES_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+_ES_PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_ES_MAX_ALIAS = 200  # leaves room for "_<generation>" under the 255-byte limit
+_ES_HASH_MARK = "_0"
+
+
+def check_chroma_prefix(prefix: str) -> str:
+    if not _CHROMA_PREFIX_RE.fullmatch(prefix):
+        raise ConfigError(
+            f"chroma collection_prefix {prefix!r}: use 1-64 characters from [A-Za-z0-9._-], starting with a letter "
+            "or digit"
+        )
+    return prefix
+
+
+def check_es_prefix(prefix: str) -> str:
+    if not _ES_PREFIX_RE.fullmatch(prefix):
+        raise ConfigError(
+            f"elasticsearch index_prefix {prefix!r}: use 1-64 characters from [a-z0-9._-], starting with a "
+            "lower-case letter or digit"
+        )
+    return prefix
+
+
+def _chroma_encode(workspace_id: str) -> str:
+    return "".join(_CHROMA_ESCAPES.get(ch, ch) for ch in workspace_id)
+
+
+def chroma_collection_name(workspace_id: str, prefix: str = "reme-") -> str:
+    """The collection holding a workspace, e.g. `my.ws_1` -> `reme-my_dws_u1_e`."""
+    return f"{prefix}{_chroma_encode(workspace_id)}{_CHROMA_END}"
+
+
+def chroma_temp_name(workspace_id: str, kind: str, token: str, prefix: str = "reme-") -> str:
+    """A staging (`kind="s"`) or trash (`kind="t"`) collection name for a workspace; `token` is hex."""
+    if kind not in ("s", "t") or not re.fullmatch(r"[0-9a-f]+", token):
+        raise ValueError(f"bad temporary collection kind {kind!r} or token {token!r}")
+    return f"{prefix}{_chroma_encode(workspace_id)}_{kind}{token}"
+
+
+def chroma_workspace_id(name: str, prefix: str = "reme-") -> str | None:
+    """The workspace a collection name stands for, or None when it is not one of ours."""
+    if not name.startswith(prefix) or not name.endswith(_CHROMA_END) or len(name) < len(prefix) + 3:
+        return None
+    encoded = name[len(prefix) : -len(_CHROMA_END)]
+    out: list[str] = []
+    i = 0
+    while i < len(encoded):
+        ch = encoded[i]
+        if ch == "_":
+            decoded = _CHROMA_UNESCAPES.get(encoded[i + 1 : i + 2])
+            if decoded is None:
+                return None
+            out.append(decoded)
+            i += 2
+        elif ch.isascii() and (ch.isalnum() or ch == "-"):
+            out.append(ch)
+            i += 1
+        else:
+            return None
+    return "".join(out) or None
+
+
+def _es_encode(workspace_id: str) -> list[str]:
+    """The encoded pieces (one per character of the id), so a cut never splits an escape."""
+    pieces = []
+    for ch in workspace_id:
+        if ch == "_":
+            pieces.append("__")
+        elif "A" <= ch <= "Z":
+            pieces.append("_" + ch.lower())
+        else:
+            pieces.append(ch)
+    return pieces
+
+
+def es_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
+    """The alias naming a workspace, e.g. `My_ws` -> `reme-_my__ws`."""
+    pieces = _es_encode(workspace_id)
+    alias = prefix + "".join(pieces)
+    if len(alias) <= _ES_MAX_ALIAS:
+        return alias
+    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
+    budget = _ES_MAX_ALIAS - len(prefix) - len(_ES_HASH_MARK) - len(digest)
+    kept: list[str] = []
+    used = 0
+    for piece in pieces:
+        if used + len(piece) > budget:
+            break
+        kept.append(piece)
+        used += len(piece)
+    return f"{prefix}{''.join(kept)}{_ES_HASH_MARK}{digest}"
+
+
+def es_index_name(alias: str, generation: int) -> str:
+    """The concrete index behind `alias` for one generation (a new one each time a workspace is replaced)."""
+    return f"{alias}_{generation}"
+
+
+def es_workspace_id(alias: str, prefix: str = "reme-") -> str | None:
+    """The workspace an alias stands for, or None (not ours, a concrete index name, or a hashed long name)."""
+    if not alias.startswith(prefix):
+        return None
+    encoded = alias[len(prefix) :]
+    out: list[str] = []
+    i = 0
+    while i < len(encoded):
+        ch = encoded[i]
+        if ch == "_":
+            nxt = encoded[i + 1 : i + 2]
+            if nxt == "_":
+                out.append("_")
+            elif "a" <= nxt <= "z":
+                out.append(nxt.upper())
+            else:
+                return None
+            i += 2
+        elif ch in _ES_PLAIN:
+            out.append(ch)
+            i += 1
+        else:
+            return None
+    return "".join(out) or None

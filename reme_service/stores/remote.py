@@ -1,0 +1,175 @@
+"""What the server-side backends (Chroma, Elasticsearch) share: batch preparation, write serialisation, ordering.
+
+* `prepare` validates a batch, keeps the last version of each id (at its first position), embeds the nodes that
+  carry no vector in one call, checks every dimension against the workspace's, and normalises vectors (so the
+  backend's cosine equals ours and vectors read back are the ones stored).
+* Writes to one workspace run one at a time under an internal lock (not `lock()`, which belongs to callers) and
+  as shielded tasks: a cancelled caller never leaves a write half-applied by this process.
+* Listing order: each node carries a sequence number, taken from a per-process clock (`time_ns`, strictly
+  increasing) when its id is new and kept when it is replaced, so listing by it gives insertion order with a
+  replaced node in its old place. (Several processes writing one workspace interleave by their clocks.)
+* `exact_top` ranks nodes in numpy: the fallback for filters a backend cannot express exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+from numpy.typing import NDArray
+
+from reme_service.errors import DimensionMismatchError, InvalidRequestError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.base import VectorStore
+
+T = TypeVar("T")
+
+_NORM_TOLERANCE = 1e-4
+
+
+def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
+    return DimensionMismatchError(
+        f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
+        details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
+    )
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A batch ready to write: unique ids, contents, JSON-copied metadata, unit vectors (n x dim float32)."""
+
+    ids: list[str]
+    contents: list[str]
+    metadatas: list[dict[str, Any]]
+    vectors: NDArray[np.float32]
+    dim: int | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def normalise_rows(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Scale rows to unit length (rows already within tolerance and zero rows are left as they are)."""
+    if not np.isfinite(vectors).all():
+        raise InvalidRequestError("a node vector holds NaN or infinity")
+    norms = np.linalg.norm(vectors, axis=1)
+    off = (np.abs(norms - 1.0) > _NORM_TOLERANCE) & (norms > 0)
+    if off.any():
+        vectors[off] /= norms[off, None]
+    return vectors
+
+
+def as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
+    """A query vector checked against the workspace's dimension, as a unit float32 vector."""
+    query = np.asarray(vector, dtype=np.float32)
+    if query.ndim != 1:
+        raise InvalidRequestError("a query vector must be one-dimensional")
+    if query.shape[0] != dim:
+        raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
+    return normalise_rows(query[None, :].copy())[0]
+
+
+def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:
+    """The `top_k` nodes closest to `query` by cosine (nodes carry unit vectors), without their vectors."""
+    candidates = [node for node in nodes if node.vector is not None]
+    if not candidates or top_k <= 0:
+        return []
+    matrix = np.stack([node.vector for node in candidates]).astype(np.float32)
+    scores = matrix @ query
+    order = np.argsort(-scores, kind="stable")[:top_k]
+    return [
+        SearchHit(node=candidates[i].model_copy(update={"vector": None}), score=min(max(float(scores[i]), 0.0), 1.0))
+        for i in order.tolist()
+    ]
+
+
+class RemoteVectorStore(VectorStore):
+    """Shared plumbing of the Chroma and Elasticsearch stores."""
+
+    def __init__(self, *, embedder: EmbeddingClient) -> None:
+        super().__init__(embedder=embedder)
+        self._write_locks: dict[str, asyncio.Lock] = {}
+        self._pending: set[asyncio.Task[Any]] = set()
+        self._last_seq = 0
+
+    def _write_lock(self, workspace_id: str) -> asyncio.Lock:
+        return self._write_locks.setdefault(workspace_id, asyncio.Lock())
+
+    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a write to completion even if the awaiting caller is cancelled."""
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(_consume)
+        return await asyncio.shield(task)
+
+    def _next_seq(self) -> int:
+        self._last_seq = max(time.time_ns(), self._last_seq + 1)
+        return self._last_seq
+
+    async def prepare(self, workspace_id: str, nodes: Sequence[VectorNode], dim: int | None) -> Prepared:
+        """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
+        latest: dict[str, VectorNode] = {}
+        for node in nodes:
+            latest[node.unique_id] = node
+        unique = list(latest.values())
+        if not unique:
+            return Prepared([], [], [], np.empty((0, dim or 0), np.float32), dim)
+        for node in unique:
+            if node.vector is not None and np.ndim(node.vector) != 1:
+                raise InvalidRequestError(f"the vector of node {node.unique_id!r} must be one-dimensional")
+        first = unique[0].vector
+        expected = dim if dim is not None else (len(first) if first is not None else self.embedder.dimensions)
+        for node in unique:
+            if node.vector is not None and len(node.vector) != expected:
+                raise dimension_error(
+                    workspace_id, expected, len(node.vector), f"the vector of node {node.unique_id!r}"
+                )
+        missing = [i for i, node in enumerate(unique) if node.vector is None]
+        vectors = np.empty((len(unique), expected), np.float32)
+        for i, node in enumerate(unique):
+            if node.vector is not None:
+                vectors[i] = node.vector
+        if missing:
+            if self.embedder.dimensions != expected:
+                raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
+            embedded = await self.embedder.embed([unique[i].content for i in missing])
+            if embedded.shape != (len(missing), expected):
+                raise dimension_error(workspace_id, expected, embedded.shape[-1], "the embedder's output")
+            vectors[missing] = embedded
+        metadatas = []
+        for node in unique:
+            try:
+                metadatas.append(orjson.loads(orjson.dumps(node.metadata)))
+            except TypeError as exc:
+                raise InvalidRequestError(
+                    f"the metadata of {node.unique_id!r} is not JSON-serialisable: {exc}"
+                ) from exc
+        return Prepared(
+            [n.unique_id for n in unique], [n.content for n in unique], metadatas, normalise_rows(vectors), expected
+        )
+
+    async def copy_workspace(self, src: str, dest: str) -> int:
+        """Upsert copies of every node of `src` into `dest`, vectors reused; a new `dest` takes `src`'s dimension."""
+        nodes = await self.list_nodes(src, with_vectors=True)
+        if not nodes:
+            await self.create_workspace(dest)
+            return 0
+        await self.upsert(dest, [n.model_copy(update={"workspace_id": dest}) for n in nodes])
+        return len(nodes)
+
+    async def close(self) -> None:
+        """Wait for writes still running on behalf of cancelled callers."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)

@@ -1,0 +1,184 @@
+"""The Elasticsearch backend against the store contract, plus its own behaviour (hybrid search, listing past
+10,000, aliases swapped atomically, foreign dimensions, an unreachable cluster).
+
+Which Elasticsearch: a real cluster when `REME_TEST_ES_URL` is set (e.g. http://127.0.0.1:9200); otherwise the
+Elasticsearch-protocol test server of `tests/fakes/es_server.py` on loopback. `test_which_elasticsearch` says which
+(it is skipped, with the reason, when the test server was used).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+
+import numpy as np
+import pytest
+
+from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
+from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from tests.contract.store_contract import (
+    CORPUS,
+    DIM,
+    WS,
+    CountingEmbedder,
+    StoreContract,
+    corpus_nodes,
+    ids,
+    make_node,
+    unit_vector,
+)
+from tests.contract.test_chroma_store import RemoteStoreChecks
+from tests.fakes.chroma_server import free_port
+from tests.fakes.es_server import FakeElasticsearch, serve_at
+from tests.fakes.serve import serve_in_thread
+
+pytestmark = pytest.mark.anyio
+
+REAL_URL = os.environ.get("REME_TEST_ES_URL", "").strip()
+
+
+@pytest.fixture(scope="module")
+def es_url() -> Iterator[str]:
+    if REAL_URL:
+        yield REAL_URL
+        return
+    with serve_in_thread(FakeElasticsearch().app) as url:
+        yield url
+
+
+async def _drop_all(store: ElasticsearchVectorStore) -> None:
+    for workspace in await store.list_workspaces():
+        await store.delete_workspace(workspace)
+
+
+def make_store(embedder: CountingEmbedder, url: str, **options: object) -> ElasticsearchVectorStore:
+    return ElasticsearchVectorStore(embedder=embedder, hosts=[url], index_prefix=f"t{secrets.token_hex(4)}-", **options)
+
+
+class TestElasticsearchStore(StoreContract):
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, es_url: str) -> AsyncIterator[ElasticsearchVectorStore]:
+        store = make_store(embedder, es_url)
+        await store.start()
+        yield store
+        await _drop_all(store)
+        await store.close()
+
+
+def test_which_elasticsearch() -> None:
+    if not REAL_URL:
+        pytest.skip(
+            "the Elasticsearch tests ran against the protocol test server (tests/fakes/es_server.py), not a real "
+            "cluster: set REME_TEST_ES_URL=http://host:9200 to run them against one"
+        )
+
+
+class TestElasticsearchExtras(RemoteStoreChecks):
+    pytestmark = [pytest.mark.anyio]
+
+    @pytest.fixture
+    async def store(self, es_url: str) -> AsyncIterator[ElasticsearchVectorStore]:
+        store = make_store(CountingEmbedder(), es_url)
+        yield store
+        await _drop_all(store)
+        await store.close()
+
+
+@pytest.fixture
+async def store(es_url: str) -> AsyncIterator[ElasticsearchVectorStore]:
+    store = make_store(CountingEmbedder(), es_url)
+    yield store
+    await _drop_all(store)
+    await store.close()
+
+
+async def test_listing_is_not_capped_at_10000(store: ElasticsearchVectorStore) -> None:
+    count = 10_050
+    vectors = np.random.default_rng(3).standard_normal((count, DIM)).astype(np.float32)
+    await store.upsert(WS, [make_node(f"n{i:05d}", vector=vectors[i], i=i) for i in range(count)])
+    listed = await store.list_nodes(WS)
+    assert len(listed) == count and ids(listed) == [f"n{i:05d}" for i in range(count)]
+    odd = await store.list_nodes(WS, filter={"metadata.i": {"gte": 5}}, with_vectors=True)
+    assert len(odd) == count - 5 and odd[0].unique_id == "n00005"
+    np.testing.assert_array_equal(odd[0].vector, vectors[5] / np.linalg.norm(vectors[5]))
+
+
+async def test_small_pages_read_one_snapshot(es_url: str) -> None:
+    store = make_store(CountingEmbedder(), es_url, list_page_size=7)
+    try:
+        await store.upsert(WS, [make_node(f"n{i:02d}", vector=unit_vector(i)) for i in range(50)])
+        assert ids(await store.list_nodes(WS)) == [f"n{i:02d}" for i in range(50)]
+        assert len(await store.list_nodes(WS, filter={"unique_id": {"lt": "n07"}})) == 7  # exactly one page
+    finally:
+        await _drop_all(store)
+        await store.close()
+
+
+async def test_hybrid_search_fuses_bm25_and_knn(es_url: str) -> None:
+    store = make_store(CountingEmbedder(), es_url, hybrid=True)
+    try:
+        await store.upsert(WS, corpus_nodes())
+        hits = await store.search(WS, CORPUS[1][1], top_k=3)
+        assert hits[0].node.unique_id == "retry" and hits[0].score == pytest.approx(1.0)
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+        # a word only BM25 can match ranks its document above vector-only neighbours
+        hits = await store.search(WS, "Miso", top_k=2, filter={"metadata.memory_type": "personal"})
+        assert hits[0].node.unique_id == "cat" and {h.node.unique_id for h in hits} <= {"cat", "coffee"}
+        assert await store.search("nowhere", "Miso", top_k=2) == []
+    finally:
+        await _drop_all(store)
+        await store.close()
+
+
+async def test_replace_swaps_the_alias_atomically(store: ElasticsearchVectorStore) -> None:
+    await store.upsert(WS, corpus_nodes())
+    alias = store._alias(WS)
+    before = set((await store.es.indices.get_alias(name=alias)).body)
+    await store.replace_workspace(WS, [make_node("x", "new x")])
+    after = set((await store.es.indices.get_alias(name=alias)).body)
+    assert len(after) == 1 and not after & before
+    assert not await store.es.indices.exists(index=",".join(before))  # the old index is gone
+    assert ids(await store.list_nodes(WS)) == ["x"]
+    assert await store.list_workspaces() == [WS]
+
+
+async def test_foreign_index_dimension_is_400_at_first_write(es_url: str) -> None:
+    small = make_store(CountingEmbedder(dimensions=32), es_url)
+    big = ElasticsearchVectorStore(embedder=CountingEmbedder(), hosts=[es_url], index_prefix=small.prefix)
+    try:
+        await small.create_workspace(WS)  # mapping dims 32, from that embedder
+        with pytest.raises(DimensionMismatchError) as caught:
+            await big.upsert(WS, [make_node("a", "embedded at 64")])
+        assert caught.value.status == 400
+        assert "dimension 64" in caught.value.message and "dimension 32" in caught.value.message
+        assert await small.list_nodes(WS) == []
+    finally:
+        await _drop_all(small)
+        await small.close()
+        await big.close()
+
+
+async def test_zero_vector_is_refused_before_writing(store: ElasticsearchVectorStore) -> None:
+    with pytest.raises(InvalidRequestError, match="all-zero vector"):
+        await store.upsert(WS, [make_node("z", vector=np.zeros(DIM, np.float32))])
+    assert await store.list_nodes(WS) == []
+
+
+async def test_unreachable_cluster_then_recovery() -> None:
+    port = free_port()
+    store = make_store(CountingEmbedder(), f"http://127.0.0.1:{port}", client_options={"max_retries": 0})
+    try:
+        await store.start()
+        health = await store.health()
+        assert health["status"] == "down" and "unreachable" in health["reason"]
+        with pytest.raises(StoreError) as caught:
+            await store.upsert(WS, [make_node("a")])
+        assert caught.value.status == 503 and f"127.0.0.1:{port}" in caught.value.message
+        with serve_at(FakeElasticsearch().app, port):
+            assert (await store.health())["status"] == "ok"
+            await store.upsert(WS, [make_node("a")])
+            assert ids(await store.list_nodes(WS)) == ["a"]
+    finally:
+        await store.close()
