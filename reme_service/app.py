@@ -25,7 +25,7 @@ from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import Op
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
-from reme_service.ops import ALL_OPS
+from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.schema.requests import build_request_model
@@ -94,7 +94,7 @@ class ReMeApp:
                 continue
             tree = parse_flow(flow_cfg.flow_content, self.op_registry, flow_name=name)
             try:
-                model = build_request_model(name, flow_cfg)
+                model = build_request_model(name, flow_cfg, OP_ITEM_SCHEMAS)
             except ValueError as exc:
                 raise ConfigError(f"flow '{name}': {exc}") from None
             flows[name] = FlowRunner(name, flow_cfg, tree, model)

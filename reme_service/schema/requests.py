@@ -6,6 +6,7 @@ required-ness, enums and bounds. Unknown extra keys are accepted and ignored, as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
@@ -65,27 +66,31 @@ _SCALARS: dict[str, Any] = {
 }
 
 
-def _field_type(spec: InputField) -> Any:
+def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
     if spec.enum:
         return Literal[tuple(spec.enum)]
     if spec.type == "array":
         if spec.items is None:
             return list[Any]
-        if spec.items not in ITEM_SCHEMAS:
-            raise ValueError(f"unknown item schema {spec.items!r}; valid: {', '.join(ITEM_SCHEMAS)}")
-        return list[ITEM_SCHEMAS[spec.items]]  # type: ignore[misc]
+        if spec.items not in schemas:
+            raise ValueError(f"unknown item schema {spec.items!r}; valid: {', '.join(schemas)}")
+        return list[schemas[spec.items]]  # type: ignore[misc]
     if spec.type == "any" and spec.items is not None:
         # `items` on an `any` field names the schema of the value itself (e.g. ToolNames: a string or a list).
-        if spec.items not in ITEM_SCHEMAS:
-            raise ValueError(f"unknown value schema {spec.items!r}; valid: {', '.join(ITEM_SCHEMAS)}")
-        return ITEM_SCHEMAS[spec.items]
+        if spec.items not in schemas:
+            raise ValueError(f"unknown value schema {spec.items!r}; valid: {', '.join(schemas)}")
+        return schemas[spec.items]
     return _SCALARS[spec.type]
 
 
-def build_request_model(flow_name: str, flow: FlowConfig) -> type[FlowRequest]:
+def build_request_model(
+    flow_name: str, flow: FlowConfig, item_schemas: Mapping[str, Any] | None = None
+) -> type[FlowRequest]:
+    """The request model of one flow. `item_schemas` adds named schemas (ops families contribute their own)."""
+    schemas = {**ITEM_SCHEMAS, **(item_schemas or {})}
     fields: dict[str, Any] = {}
     for name, spec in flow.input_schema.items():
-        annotation = _field_type(spec)
+        annotation = _field_type(spec, schemas)
         constraints: dict[str, Any] = {"description": spec.description or None}
         if spec.minimum is not None:
             constraints["ge"] = spec.minimum

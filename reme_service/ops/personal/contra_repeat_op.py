@@ -1,0 +1,110 @@
+"""ContraRepeatOp: drop observations that an equal-or-newer one contradicts or already contains.
+
+The new observations and the reloaded ones (`TODAY_MEMORIES`) are ordered newest first (by the time they were
+said; a new observation before a stored one of the same time; a later message before an earlier one). With an
+LLM they are judged in batches of `contra_repeat_max_count` — every item is judged or kept, none is dropped for
+lack of room — against the items before them in the batch. Reply contract: `Judgment: <n> | <Contradiction |
+Contained | None>`; a reply with no such line is re-asked, then fails the request (502). Items without a line
+are kept. Without an LLM only repetitions are found: an item whose text equals, or is contained in, a newer
+item's text (after lower-casing and removing punctuation); contradictions need the LLM.
+
+Output: `MEMORY_LIST` = the new observations that survive; `DELETED_MEMORY_IDS` = the stored ones that lost.
+`metadata.memory_list` lists what will be written; the answer is their contents, one per line.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reme_service.flow import keys as flow_keys
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.personal import keys
+from reme_service.ops.personal.line_format import Judgment, parse_judgments
+from reme_service.ops.personal.memories import batches, gather_limited, language
+from reme_service.ops.personal.rules import dedup_key
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.providers.llm.structured import chat_parsed
+from reme_service.schema.memory import BaseMemory, PersonalMemory
+from reme_service.schema.messages import Message
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class ContraRepeatParams(OpParams):
+    contra_repeat_max_count: int = 50
+    enable_contra_repeat: bool = True
+    concurrency: int = 4
+    llm: str = "default"
+
+
+def order_newest_first(new: list[PersonalMemory], stored: list[PersonalMemory]) -> list[PersonalMemory]:
+    """Newest first; at equal times new before stored, and a later message before an earlier one."""
+    ranked = [((m.time_created, 1, i), m) for i, m in enumerate(new)]
+    ranked += [((m.time_created, 0, i), m) for i, m in enumerate(stored)]
+    ranked.sort(key=lambda r: r[0], reverse=True)
+    return [m for _, m in ranked]
+
+
+def repeated(items: list[PersonalMemory]) -> set[str]:
+    """Ids of items (newest first) whose text equals or is contained in an earlier item's text."""
+    kept: list[str] = []
+    losers: set[str] = set()
+    for item in items:
+        key = dedup_key(item.content)
+        if key and any(key == other or key in other for other in kept):
+            losers.add(item.memory_id)
+        else:
+            kept.append(key)
+    return losers
+
+
+class ContraRepeatOp(Op):
+    Params: ClassVar[type[OpParams]] = ContraRepeatParams
+    prompts: ClassVar[dict[str, set[str]]] = {"contra_repeat": {"count", "statements"}}
+    params: ContraRepeatParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        new = ctx.get(keys.OBSERVATIONS, []) + ctx.get(keys.OBSERVATIONS_WITH_TIME, [])
+        new_ids = {m.memory_id for m in new}
+        stored = [m for m in ctx.get(keys.TODAY_MEMORIES, []) if m.memory_id not in new_ids]
+        items = order_newest_first(new, stored)
+        losers: set[str] = set()
+        if self.params.enable_contra_repeat and len(items) > 1:
+            llm = ctx.services.llm(self.params.llm)
+            if llm.available:
+                groups = batches(items, self.params.contra_repeat_max_count)
+                results = await gather_limited((self._judge(ctx, g) for g in groups), self.params.concurrency)
+                losers = set().union(*results)
+            else:
+                ctx.without_llm(self.name)
+                losers = repeated(items)
+        survivors: list[BaseMemory] = [m for m in new if m.memory_id not in losers]
+        for memory in survivors:
+            memory.workspace_id = ctx.workspace_id
+        deleted = [m.memory_id for m in stored if m.memory_id in losers]
+        ctx[flow_keys.MEMORY_LIST] = survivors
+        ctx[flow_keys.DELETED_MEMORY_IDS] = deleted
+        ctx.response.answer = "\n".join(m.content for m in survivors)
+        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in survivors]
+        ctx.response.metadata["deleted_memory_ids"] = deleted
+        ctx.response.metadata["contra_repeat"] = {
+            "checked": len(items),
+            "new_dropped": len(new) - len(survivors),
+            "stored_deleted": len(deleted),
+        }
+
+    async def _judge(self, ctx: FlowContext, group: list[PersonalMemory]) -> set[str]:
+        if len(group) < 2:
+            return set()
+        lines = "\n".join(f"{i}. [{m.time_created}] {m.content}" for i, m in enumerate(group, 1))
+        prompt = ctx.services.prompts.render(
+            PROMPTS, "contra_repeat", language(ctx), count=len(group), statements=lines
+        )
+        judged: dict[int, Judgment] = await chat_parsed(
+            ctx.services.llm(self.params.llm),
+            [Message(role="user", content=prompt)],
+            lambda reply: parse_judgments(reply, len(group)),
+            what="contradiction judgments",
+        )
+        return {group[j.index - 1].memory_id for j in judged.values() if j.index > 1 and j.verdict != "none"}

@@ -1,0 +1,132 @@
+"""FuseRerankOp: fuse relevance, memory kind and time into one score; keep the best `top_k`.
+
+For each candidate (dropped when its relevance is below `fuse_score_threshold`, unless it matches the period the
+query asks about — "what did I do last week?" is answered by last week's memories however little they resemble
+the question):
+
+    fused = relevance × type ratio × time ratio
+
+* type ratio: `fuse_ratio_dict[inner metadata.memory_type]` (observation 1, insight 2, ...), or
+  `default_type_ratio` for memories that carry no kind (e.g. inserted directly through `vector_store`);
+* time ratio, when the query asks about a period (`TIME_SPAN`): `fuse_time_ratio` if the period the memory
+  refers to (`event_start`..`event_end`) overlaps it ("event" match) or the memory was said within it
+  ("message" match), else 1. So that time-matching memories beyond the semantic candidates are considered, a
+  wider search (`time_recall_top_k` most similar memories of the user) adds those among them that match;
+* when the query asks *when* something happened ("When did ...", "什么时候") and names no period, memories that
+  record an event time get `fuse_time_question_ratio`.
+
+`enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
+said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
+`time_match`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from reme_service.flow import keys as flow_keys
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.personal import keys
+from reme_service.ops.personal.memories import INSIGHT, event_span, personal_filter, said_at
+from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
+from reme_service.ops.personal.time_expressions import asks_about_time
+from reme_service.ops.personal.timespan import WEEKDAYS_EN, TimeSpan
+from reme_service.schema.memory import BaseMemory, PersonalMemory
+
+DEFAULT_RATIOS = {"conversation": 0.5, "observation": 1.0, "obs_customized": 1.2, "insight": 2.0}
+
+
+class FuseRerankParams(OpParams):
+    fuse_score_threshold: float = 0.1
+    fuse_ratio_dict: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_RATIOS))
+    default_type_ratio: float = 1.0
+    fuse_time_ratio: float = 2.0
+    fuse_time_question_ratio: float = 1.2
+    enable_time_fusion: bool = True
+    time_recall_top_k: int = 50
+    output_memory_max_count: int | None = None
+    store: str = "default"
+
+
+def time_match(memory: BaseMemory, span: TimeSpan) -> str:
+    """The kind of time match: `event` when the memory's event period overlaps `span`, `message` when it was
+    said within it, else empty."""
+    if isinstance(memory, PersonalMemory):
+        event = event_span(memory)
+        if event is not None and event.overlaps(span.start, span.end):
+            return "event"
+        said = said_at(memory)
+        if said is not None and span.contains(said):
+            return "message"
+    return ""
+
+
+def answer_line(memory: BaseMemory) -> str:
+    """`[2023-05-08 13:56:00 Monday] content (time: 2023-05-07)`; insights as `subject: content`."""
+    text = memory.content
+    if isinstance(memory, PersonalMemory):
+        if memory.metadata.get("memory_type") == INSIGHT and memory.reflection_subject:
+            text = f"{memory.reflection_subject}: {text}"
+        event = event_span(memory)
+        if event is not None:
+            text = f"{text} (time: {event.label})"
+        said = said_at(memory)
+        if said is not None:
+            return f"[{memory.time_created} {WEEKDAYS_EN[said.weekday()]}] {text}"
+    return text
+
+
+class FuseRerankOp(Op):
+    Params: ClassVar[type[OpParams]] = FuseRerankParams
+    params: FuseRerankParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        params = self.params
+        memories = list(ctx.get(flow_keys.MEMORY_LIST, []))
+        span = ctx.get(keys.TIME_SPAN, None) if params.enable_time_fusion else None
+        if span is not None and memories:
+            memories += await self._time_candidates(ctx, span, {m.memory_id for m in memories})
+        when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[flow_keys.QUERY])
+        scored: list[tuple[float, str, BaseMemory]] = []
+        for memory in memories:
+            relevance = memory.relevance or 0.0
+            match = time_match(memory, span) if span is not None else ""
+            if relevance < params.fuse_score_threshold and not match:
+                continue
+            kind = str(memory.metadata.get("memory_type", ""))
+            ratio = params.fuse_ratio_dict.get(kind, params.default_type_ratio)
+            if match:
+                ratio *= params.fuse_time_ratio
+            elif when_question and isinstance(memory, PersonalMemory) and event_span(memory) is not None:
+                ratio *= params.fuse_time_question_ratio
+            scored.append((relevance * ratio, match, memory))
+        scored.sort(key=lambda item: item[0], reverse=True)
+        limit = params.output_memory_max_count or int(ctx.field("top_k", 3))
+        kept = scored[:limit]
+        ctx[flow_keys.MEMORY_LIST] = [m for _, _, m in kept]
+        ctx.response.answer = "\n".join(answer_line(m) for _, _, m in kept)
+        ctx.response.metadata["memory_list"] = [self._dump(m, fused, match) for fused, match, m in kept]
+
+    @staticmethod
+    def _dump(memory: BaseMemory, fused: float, match: str) -> dict[str, Any]:
+        return {**memory.model_dump(mode="json"), "fused_score": round(fused, 6), "time_match": match or None}
+
+    async def _time_candidates(self, ctx: FlowContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
+        """Memories beyond the semantic candidates that match `span`, from a wider similarity search."""
+        store = ctx.services.store(self.params.store)
+        flt = personal_filter(ctx.get(keys.TARGET, None))
+        top_k = self.params.time_recall_top_k
+        vector = ctx.get(keys.QUERY_VECTOR, None)
+        if vector is None:
+            hits = await store.search(ctx.workspace_id, ctx[flow_keys.QUERY], top_k=top_k, filter=flt)
+        else:  # the vector RetrieveMemoryOp embedded: no second embedding call
+            hits = await store.search_vector(ctx.workspace_id, vector, top_k=top_k, filter=flt)
+        found: list[BaseMemory] = []
+        for memory in hits_to_memories(hits):
+            if memory.memory_id not in seen and time_match(memory, span):
+                seen.add(memory.memory_id)
+                found.append(memory)
+        return found

@@ -1,0 +1,120 @@
+"""InfoFilterOp: keep the user's messages that say something about the user, each with the time it was said.
+
+Input: `trajectories` (a list of `{messages, time_created?}`) and/or `messages`. Only `user` messages whose
+`metadata.memorized` is not true are considered. A message's time is its own `time_created`, else its
+trajectory's, else the time of the request.
+
+Each message gets an information score 0-3 (see `rules.py` for the scale). With an LLM, messages are scored in
+batches of `batch_size`; the reply contract is one line `Result: <n> | <score>` per message, every message
+scored — otherwise the LLM is asked again and, after the last attempt, the request fails (502) before anything
+is stored. Without an LLM, the deterministic rules of `rules.info_score` score them. Messages whose score is one
+of `preserved_scores` are kept (key `STATEMENTS`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.personal import keys
+from reme_service.ops.personal.line_format import parse_scores
+from reme_service.ops.personal.memories import Statement, batches, gather_limited, language, user_name
+from reme_service.ops.personal.rules import info_score
+from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, parse_items
+from reme_service.ops.personal.timestamps import parse_timestamp
+from reme_service.prompts.loader import prompt_file_for
+from reme_service.providers.llm.structured import chat_parsed
+from reme_service.schema.messages import Message, Role
+
+PROMPTS = prompt_file_for(__file__)
+
+
+class InfoFilterParams(OpParams):
+    preserved_scores: str = "2,3"
+    info_filter_msg_max_size: int = 200
+    batch_size: int = 20
+    concurrency: int = 4
+    llm: str = "default"
+
+
+def _time(value: str, fallback: datetime) -> tuple[datetime, bool]:
+    return (parse_timestamp(value), True) if value else (fallback, False)
+
+
+def collect_messages(ctx: FlowContext) -> list[tuple[PersonalMessage, datetime, bool]]:
+    """Every message of the request with its time and whether the time came from the request."""
+    now = datetime.now().replace(microsecond=0)
+    out: list[tuple[PersonalMessage, datetime, bool]] = []
+    for trajectory in parse_items(PersonalTrajectory, ctx.field("trajectories", []), "trajectories"):
+        base, given = _time(trajectory.time_created, now)
+        for message in trajectory.messages:
+            moment, own = _time(message.time_created, base)
+            out.append((message, moment, own or given))
+    for message in parse_items(PersonalMessage, ctx.field("messages", []), "messages"):
+        moment, given = _time(message.time_created, now)
+        out.append((message, moment, given))
+    return out
+
+
+def shorten(text: str, limit: int) -> str:
+    """Long texts as their head and tail (what the LLM is shown; the stored text stays whole)."""
+    if limit <= 0 or len(text) < limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... {text[-half:]}"
+
+
+class InfoFilterOp(Op):
+    Params: ClassVar[type[OpParams]] = InfoFilterParams
+    prompts: ClassVar[dict[str, set[str]]] = {"info_filter": {"user_name", "count", "sentences"}}
+    params: InfoFilterParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        collected = collect_messages(ctx)
+        if not collected:
+            raise InvalidRequestError(
+                "nothing to summarise: send 'trajectories' (a list of {messages}) or 'messages'",
+                details={"field": "trajectories"},
+            )
+        candidates = [
+            Statement(text=m.text.strip(), time=moment, time_given=given, score=0, metadata=dict(m.metadata))
+            for m, moment, given in collected
+            if m.role == Role.USER and m.text.strip() and not m.metadata.get("memorized")
+        ]
+        llm = ctx.services.llm(self.params.llm)
+        if candidates and llm.available:
+            groups = batches(candidates, self.params.batch_size)
+            await gather_limited((self._score(ctx, group) for group in groups), self.params.concurrency)
+        elif candidates:
+            ctx.without_llm(self.name)
+            for statement in candidates:
+                statement.score = info_score(statement.text)
+        preserved = {int(c) for c in self.params.preserved_scores if c.isdigit()}
+        kept = [s for s in candidates if s.score in preserved]
+        ctx[keys.STATEMENTS] = kept
+        ctx.response.metadata["info_filter"] = {
+            "messages": len(collected),
+            "candidates": len(candidates),
+            "kept": len(kept),
+        }
+
+    async def _score(self, ctx: FlowContext, group: list[Statement]) -> None:
+        name = user_name(ctx)
+        lines = [
+            f"{i}. {name}: {shorten(s.text, self.params.info_filter_msg_max_size)}" for i, s in enumerate(group, 1)
+        ]
+        prompt = ctx.services.prompts.render(
+            PROMPTS, "info_filter", language(ctx), user_name=name, count=len(group), sentences="\n".join(lines)
+        )
+        llm = ctx.services.llm(self.params.llm)
+        scores: dict[int, int] = await chat_parsed(
+            llm,
+            [Message(role="user", content=prompt)],
+            lambda reply: parse_scores(reply, len(group)),
+            what="information scores",
+        )
+        for i, statement in enumerate(group, 1):
+            statement.score = scores[i]

@@ -1,0 +1,63 @@
+"""SetQueryOp: the query, the time it is asked at, and whose memories to search.
+
+* query: the request's `query`, else the text of the last user message of `messages`; empty is a 400.
+* query time: the request's `query_time` (validated in the request model: a bad value is a 422), else the
+  `time_created` of that last message, else the op param `timestamp` (epoch seconds, ReMe's param), else now.
+  Relative times in the query ("last week") are read against it.
+* user: the request's `user_name` when given — only that user's memories are searched — else every user's
+  personal memories in the workspace (what ReMe 0.2 clients that never send `user_name` expect).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from reme_service.errors import InvalidRequestError
+from reme_service.flow import keys as flow_keys
+from reme_service.flow.context import FlowContext
+from reme_service.flow.op import Op, OpParams
+from reme_service.ops.personal import keys
+from reme_service.ops.personal.timed_messages import PersonalMessage, parse_items
+from reme_service.ops.personal.timespan import TIME_FORMAT
+from reme_service.ops.personal.timestamps import parse_timestamp
+from reme_service.schema.messages import Role
+
+
+class SetQueryParams(OpParams):
+    timestamp: int | None = None
+
+
+class SetQueryOp(Op):
+    Params: ClassVar[type[OpParams]] = SetQueryParams
+    params: SetQueryParams
+
+    async def run(self, ctx: FlowContext) -> None:
+        query = str(ctx.field("query", "")).strip()
+        messages = parse_items(PersonalMessage, ctx.field("messages", []), "messages")
+        last = next((m for m in reversed(messages) if m.role == Role.USER and m.text.strip()), None)
+        if not query and last is not None:
+            query = last.text.strip()
+        if not query:
+            raise InvalidRequestError(
+                "query must not be empty (send a non-empty 'query' or a user message in 'messages')",
+                details={"field": "query"},
+            )
+        ctx[flow_keys.QUERY] = query
+        ctx[keys.QUERY_TIME] = self._query_time(ctx, last)
+        target = str(ctx.field("user_name", "") or "").strip()
+        ctx[keys.TARGET] = target or None
+        ctx.response.metadata["query_time"] = ctx[keys.QUERY_TIME].strftime(TIME_FORMAT)
+
+    def _query_time(self, ctx: FlowContext, last: PersonalMessage | None) -> datetime:
+        given = ctx.field("query_time", "")
+        if given:
+            try:
+                return parse_timestamp(given)
+            except ValueError as exc:
+                raise InvalidRequestError(str(exc), details={"field": "query_time"}) from None
+        if last is not None and last.time_created:
+            return parse_timestamp(last.time_created)
+        if self.params.timestamp is not None:
+            return datetime.fromtimestamp(self.params.timestamp)
+        return datetime.now().replace(microsecond=0)

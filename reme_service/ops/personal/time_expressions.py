@@ -1,0 +1,102 @@
+"""Find the periods a text speaks of, read against the moment it was said; detect time words and time questions.
+
+`find_time_spans("I went to a support group yesterday", datetime(2023, 5, 8, 13, 56))` gives one span,
+2023-05-07, with the text "yesterday". English and Chinese rules both run on every text (a message may mix
+them). When expressions overlap, the one starting first wins, then the longest ("8 May 2023" over "8 May").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from reme_service.ops.personal import time_expr_en, time_expr_zh
+from reme_service.ops.personal.time_rules import Reference, find_spans
+from reme_service.ops.personal.timespan import TimeSpan
+
+_TIME_WORD_TEXT = """
+    year years yr yrs month months week weeks wk day days hour hours hr hrs minute minutes seconds today tonight
+    tomorrow tmrw yesterday yday morning mornings afternoon evening evenings night nights midnight noon weekend
+    weekends weekday weekdays spring summer autumn winter season decade decades century semester quarter fortnight
+    ago recently lately earlier later birthday anniversary holiday holidays christmas easter thanksgiving monday
+    tuesday wednesday thursday friday saturday sunday mon tue tues thu thur thurs fri january february march april
+    june july august september october november december jan feb apr jun jul aug sep sept oct nov dec
+"""
+_TIME_WORDS_EN = frozenset(_TIME_WORD_TEXT.split())
+_TIME_WORDS_ZH = (
+    "年",
+    "月",
+    "日",
+    "天",
+    "周",
+    "星期",
+    "礼拜",
+    "小时",
+    "分钟",
+    "点",
+    "秒",
+    "早上",
+    "上午",
+    "中午",
+    "下午",
+    "晚上",
+    "凌晨",
+    "昨",
+    "今",
+    "明",
+    "春",
+    "夏",
+    "秋",
+    "冬",
+    "最近",
+    "以前",
+    "之前",
+    "后来",
+    "岁",
+    "节",
+)
+# Years, clock times and "3 pm"; words like "am", "sat" or "fall" alone are too often something else.
+_NUMERIC_TIME_RE = re.compile(r"\b(?:19|20)\d{2}\b|\d{1,2}:\d{2}|\b\d{1,2}\s*(?:am|pm|a\.m\.|p\.m\.)", re.IGNORECASE)
+_TOKEN_RE = re.compile(r"[A-Za-z]+")
+_TIME_QUESTION_RE = re.compile(
+    r"^\W*when\b|\bwhen\s+(?:did|does|do|is|was|were|will|would|has|have|had|are|can|could)\b"
+    r"|\b(?:what\s+time|what\s+date|which\s+(?:day|date|year|month|week)|what\s+(?:day|year|month)\s+(?:did|was|is)|"
+    r"how\s+long\s+(?:ago|has|have|had|since)|since\s+when)\b"
+    r"|什么时候|何时|哪天|哪一天|几号|哪年|哪一年|几月|多久以前|多久前|多长时间|什么时间|几点|哪个月",
+    re.IGNORECASE,
+)
+
+
+def speaks_of_future(text: str) -> bool:
+    return bool(time_expr_en.FUTURE_RE.search(text) or time_expr_zh.FUTURE_RE.search(text))
+
+
+def find_time_spans(text: str, moment: datetime, *, future: bool | None = None) -> list[TimeSpan]:
+    """The periods `text` names, in order of appearance, read against `moment`. `future` overrides the
+    detection of whether the text speaks of the future (bare weekdays and months then point forwards)."""
+    if not text:
+        return []
+    ref = Reference(moment, speaks_of_future(text) if future is None else future)
+    found = find_spans(text, time_expr_en.RULES, ref) + find_spans(text, time_expr_zh.RULES, ref)
+    found.sort(key=lambda item: (item[0], item[0] - item[1]))
+    chosen: list[TimeSpan] = []
+    end = -1
+    for start, stop, span in found:
+        if start >= end:
+            chosen.append(span)
+            end = stop
+    return chosen
+
+
+def has_time_word(text: str) -> bool:
+    """Whether the text mentions time at all (a wider net than `find_time_spans`, which must resolve it)."""
+    if any(token.lower() in _TIME_WORDS_EN for token in _TOKEN_RE.findall(text)):
+        return True
+    if _NUMERIC_TIME_RE.search(text) or re.search(r"\bMay\b", text):
+        return True
+    return any(word in text for word in _TIME_WORDS_ZH)
+
+
+def asks_about_time(text: str) -> bool:
+    """Whether a question asks when something happened ("When did ...", "how long ago", "什么时候")."""
+    return bool(_TIME_QUESTION_RE.search(text))

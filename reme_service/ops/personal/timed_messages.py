@@ -1,0 +1,85 @@
+"""Request item schemas of the personal-memory flows: messages and trajectories whose times are validated.
+
+`PersonalMessage` is a `Message` whose `time_created` must be a time `parse_timestamp` reads (it is normalised
+to `YYYY-MM-DD HH:MM:SS`; empty means "not given") and whose `content` must not be empty for user and system
+messages. `PersonalTrajectory` holds such messages and may carry its own `time_created` (or `timestamp`), used
+for messages without one. Both are registered as request item schemas (`PERSONAL_ITEM_SCHEMAS` in
+`ops/personal/__init__.py`), so a bad time or an empty message is a 422 whose `loc` names the field
+(`["body", "messages", 0, "time_created"]`). `Timestamp` validates a single time field the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
+
+from reme_service.errors import InvalidRequestError
+from reme_service.ops.personal.timestamps import normalise_timestamp
+from reme_service.schema.messages import Message, Role, Trajectory
+
+
+def _timestamp(value: Any) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    return normalise_timestamp(value)
+
+
+# A single time value (`query_time`): declared `type: any` with `items: Timestamp` in a flow's input_schema.
+Timestamp = Annotated[str, BeforeValidator(_timestamp)]
+
+
+class PersonalMessage(Message):
+    """A chat message of a personal conversation."""
+
+    content: str | list[dict[str, Any]] | None = Field(default="", validate_default=True)
+    time_created: str = Field(
+        default="",
+        description="when the message was said: '2023-05-08 13:56:00', ISO 8601, epoch seconds or a written date",
+    )
+
+    @field_validator("time_created", mode="before")
+    @classmethod
+    def _check_time(cls, value: Any) -> str:
+        return _timestamp(value)
+
+    @field_validator("content")
+    @classmethod
+    def _check_content(cls, value: Any, info: ValidationInfo) -> Any:
+        role = info.data.get("role", Role.USER)
+        if role in (Role.USER, Role.SYSTEM) and not Message(content=value).text.strip():
+            raise ValueError(f"a {role.value} message needs a non-empty content")
+        return value
+
+
+class PersonalTrajectory(Trajectory):
+    """A conversation: its messages and, optionally, the time it took place."""
+
+    messages: list[PersonalMessage] = Field(default_factory=list)
+    time_created: str = Field(
+        default="",
+        validation_alias=AliasChoices("time_created", "timestamp"),
+        description="the time of the conversation, used for messages that carry none",
+    )
+
+    @field_validator("time_created", mode="before")
+    @classmethod
+    def _check_time(cls, value: Any) -> str:
+        return _timestamp(value)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_items(model: type[M], items: list[Any] | None, field: str) -> list[M]:
+    """Validate request items inside an op (a flow whose schema did not declare these item types): a bad item
+    is a 400 naming its path, e.g. `messages.0.time_created`, never a 500."""
+    out: list[M] = []
+    for i, raw in enumerate(items or []):
+        try:
+            out.append(model.model_validate(raw))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            path = ".".join(str(part) for part in (field, i, *error["loc"]))
+            raise InvalidRequestError(f"invalid {path}: {error['msg']}", details={"field": path}) from None
+    return out
