@@ -1,4 +1,4 @@
-"""The `reme` command: `reme [config=a.yaml] [key.sub=value ...]` → start the HTTP (or MCP) service."""
+"""The `reme` command: `reme [config=a.yaml] [key.sub=value ...]` → start the HTTP or MCP (`backend=mcp`) service."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
 Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
 Examples:
   reme http.port=9000 vector_store.default.backend=memory
+  reme backend=mcp mcp.transport=stdio            (or sse / streamable-http with mcp.host, mcp.port)
   reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
 Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
 """
@@ -32,8 +33,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=app.config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if app.config.backend == "mcp":
-        sys.stderr.write("reme: the MCP backend is not available in this version yet\n")
-        return 2
+        from reme_service.server.mcp import run_mcp
+
+        mcp = app.config.mcp
+        where = "stdin/stdout" if mcp.transport == "stdio" else f"{mcp.transport} on {mcp.host}:{mcp.port}"
+        sys.stderr.write(f"reme: serving {len(app.flows)} flows as MCP tools over {where}\n")
+        run_mcp(app)
+        return 0
     import uvicorn
 
     from reme_service.server.http import create_http_app

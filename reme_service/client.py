@@ -1,0 +1,325 @@
+"""HTTP clients for the service: `ReMeClient` (blocking) and `AsyncReMeClient` (asyncio), both on httpx.
+
+```python
+from reme_service.client import ReMeClient
+
+with ReMeClient("http://127.0.0.1:8002", workspace_id="my_agent") as reme:
+    reme.vector_store("load", path="docs/library/agent_basics.jsonl")
+    hits = reme.retrieve_task_memory("paginate through an API", top_k=3)
+    print(hits.answer, hits.memory_list)
+```
+
+Every flow is `call(flow, **fields)`; the flows of ReMe 0.2 (and ours) also have a typed method that names their
+fields, and any other flow the server offers is reachable as an attribute (`reme.some_new_flow(...)`), so a flow
+added on the server needs no client change. Fields left as `None` are not sent, so the server's defaults apply.
+
+A failure raises the service's own exception type (`reme_service.errors`), chosen by the envelope's `code` and
+carrying the server's `status`, `message` and `request_id`; a request-schema error (HTTP 422) raises
+`RequestValidationError` with one line per bad field. Connection failures (nothing was sent) are retried with
+exponential backoff and then raise `ServiceConnectionError`; a request that reached the server is never resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from reme_service.client_flows import FlowMethods
+from reme_service.errors import (
+    ConfigError,
+    DimensionMismatchError,
+    EmbeddingError,
+    FlowSyntaxError,
+    InvalidRequestError,
+    LLMError,
+    NotFoundError,
+    PathNotAllowedError,
+    ProviderError,
+    ReMeError,
+    StoreError,
+)
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8002"
+T = TypeVar("T")
+
+
+class RequestValidationError(InvalidRequestError):
+    """The request did not match the flow's schema (HTTP 422); `details["errors"]` has FastAPI's `detail` list."""
+
+    code = "validation_error"
+    status = 422
+
+
+class ServiceConnectionError(ReMeError):
+    """The service could not be reached (refused, unresolvable or timed out while connecting), after the retries."""
+
+    code = "connection_error"
+    status = 503
+
+
+ERROR_TYPES: dict[str, type[ReMeError]] = {
+    cls.code: cls
+    for cls in (
+        ReMeError,
+        ConfigError,
+        FlowSyntaxError,
+        InvalidRequestError,
+        RequestValidationError,
+        PathNotAllowedError,
+        NotFoundError,
+        ProviderError,
+        LLMError,
+        EmbeddingError,
+        StoreError,
+        DimensionMismatchError,
+    )
+}
+_BY_STATUS: dict[int, type[ReMeError]] = {
+    400: InvalidRequestError,
+    403: PathNotAllowedError,
+    404: NotFoundError,
+    422: RequestValidationError,
+    502: ProviderError,
+    503: StoreError,
+}
+
+
+class FlowResult(BaseModel):
+    """A successful flow response: ReMe's envelope plus the request id the server assigned."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer: Any = ""
+    success: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    request_id: str = ""
+
+    @property
+    def memory_list(self) -> list[dict[str, Any]]:
+        """`metadata.memory_list` (retrieval and summary flows), or an empty list."""
+        return list(self.metadata.get("memory_list") or [])
+
+
+def _make_error(cls: type[ReMeError], message: str, status: int, code: str, details: dict[str, Any]) -> ReMeError:
+    error = cls(message, details=details)
+    error.status = status  # the server's values win over the class defaults
+    error.code = code
+    return error
+
+
+def _validation_message(detail: list[Any]) -> str:
+    lines = []
+    for item in detail:
+        loc = [str(p) for p in item.get("loc", []) if p != "body"] if isinstance(item, dict) else []
+        msg = item.get("msg", str(item)) if isinstance(item, dict) else str(item)
+        lines.append(f"{'.'.join(loc) or '(body)'}: {msg}")
+    return "request validation failed: " + "; ".join(lines)
+
+
+def error_from_response(response: httpx.Response) -> ReMeError:
+    """The typed exception for a failed response (any non-2xx, or a 2xx whose envelope says `success: false`)."""
+    status = response.status_code
+    request_id = response.headers.get("x-request-id", "")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("detail"), list):
+        details = {"errors": body["detail"], "request_id": request_id}
+        return _make_error(
+            RequestValidationError, _validation_message(body["detail"]), status, "validation_error", details
+        )
+    error = body.get("metadata", {}).get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        code = str(error.get("code", "internal_error"))
+        cls = ERROR_TYPES.get(code) or _BY_STATUS.get(status, ReMeError)
+        details = {**(error.get("details") or {}), "request_id": error.get("request_id", request_id)}
+        return _make_error(cls, str(error.get("message", "")), status, code, details)
+    # Not the service's envelope (a proxy, or uvicorn's own 503 over limit_concurrency): keep the status and text.
+    text = response.text.strip()[:500] or response.reason_phrase
+    return _make_error(ReMeError, f"HTTP {status}: {text}", status, "http_error", {"request_id": request_id})
+
+
+def _result(response: httpx.Response) -> FlowResult:
+    if response.status_code != 200:
+        raise error_from_response(response)
+    try:
+        body = response.json()
+    except ValueError:
+        raise error_from_response(response) from None
+    if not isinstance(body, dict) or body.get("success") is not True:
+        raise error_from_response(response)
+    return FlowResult(**body, request_id=response.headers.get("x-request-id", ""))
+
+
+def request_body(fields: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
+    """The JSON body: `None` fields dropped, pydantic models (Message, Trajectory, ...) turned into JSON values."""
+    body = {key: value for key, value in fields.items() if value is not None}
+    if workspace_id and not body.get("workspace_id"):
+        body["workspace_id"] = workspace_id
+    return to_jsonable_python(body)
+
+
+# httpx raises these before any byte of the request is sent, so retrying cannot run a flow twice.
+_RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout)
+
+
+def _connection_error(base_url: str, attempts: int, exc: Exception) -> ServiceConnectionError:
+    return ServiceConnectionError(
+        f"cannot reach the memory service at {base_url} after {attempts} attempt(s): {exc}",
+        details={"base_url": base_url, "attempts": attempts},
+    )
+
+
+class _ClientBase:
+    def __init__(self, base_url: str, workspace_id: str, retries: int, backoff: float) -> None:
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.workspace_id = workspace_id
+        self.retries = retries
+        self.backoff = backoff
+
+    def _delay(self, attempt: int) -> float:
+        return self.backoff * (2**attempt)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        # Any flow the server offers without a typed method here: `client.new_flow(**fields)`.
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def flow_method(**fields: Any) -> Any:
+            return self.call(name, **fields)  # type: ignore[attr-defined]
+
+        flow_method.__name__ = name
+        return flow_method
+
+
+class ReMeClient(_ClientBase, FlowMethods[FlowResult]):
+    """Blocking client. Use as a context manager or call `close()`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        workspace_id: str = "",
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(base_url, workspace_id, retries, backoff)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout, headers=dict(headers or {}))
+
+    def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                return self._http.request(method, f"{self.base_url}{path}", json=json)
+            except _RETRYABLE as exc:
+                if attempt == self.retries:
+                    raise _connection_error(self.base_url, attempt + 1, exc) from exc
+                time.sleep(self._delay(attempt))
+        raise AssertionError("unreachable")
+
+    def call(self, flow: str, /, **fields: Any) -> FlowResult:
+        """Run `flow` with these request fields; raises a `ReMeError` subclass when it fails."""
+        return _result(self._send("POST", f"/{flow}", request_body(fields, self.workspace_id)))
+
+    def health(self) -> dict[str, Any]:
+        """`GET /health`: status of the store and providers, and the list of flows."""
+        response = self._send("GET", "/health")
+        if response.status_code != 200:
+            raise error_from_response(response)
+        return dict(response.json())
+
+    def flows(self) -> list[str]:
+        """The names of the flows the server offers."""
+        return list(self.health().get("flows", []))
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> ReMeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncReMeClient(_ClientBase, FlowMethods[Awaitable[FlowResult]]):
+    """asyncio client. Use as an async context manager or await `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        workspace_id: str = "",
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(base_url, workspace_id, retries, backoff)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout, headers=dict(headers or {}))
+
+    async def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                return await self._http.request(method, f"{self.base_url}{path}", json=json)
+            except _RETRYABLE as exc:
+                if attempt == self.retries:
+                    raise _connection_error(self.base_url, attempt + 1, exc) from exc
+                await asyncio.sleep(self._delay(attempt))
+        raise AssertionError("unreachable")
+
+    def call(self, flow: str, /, **fields: Any) -> Awaitable[FlowResult]:
+        """Run `flow` with these request fields (await the result); raises a `ReMeError` subclass on failure."""
+        return self._call(flow, fields)
+
+    async def _call(self, flow: str, fields: dict[str, Any]) -> FlowResult:
+        return _result(await self._send("POST", f"/{flow}", request_body(fields, self.workspace_id)))
+
+    async def health(self) -> dict[str, Any]:
+        """`GET /health`: status of the store and providers, and the list of flows."""
+        response = await self._send("GET", "/health")
+        if response.status_code != 200:
+            raise error_from_response(response)
+        return dict(response.json())
+
+    async def flows(self) -> list[str]:
+        """The names of the flows the server offers."""
+        return list((await self.health()).get("flows", []))
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncReMeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ERROR_TYPES",
+    "AsyncReMeClient",
+    "FlowResult",
+    "ReMeClient",
+    "RequestValidationError",
+    "ServiceConnectionError",
+    "error_from_response",
+    "request_body",
+]

@@ -1,0 +1,164 @@
+"""The MCP adapter: every flow is a tool (see `mcp_tools.py`), served over stdio, SSE or streamable HTTP.
+
+```
+reme backend=mcp mcp.transport=stdio                       # for desktop hosts that spawn the server
+reme backend=mcp mcp.transport=sse mcp.port=8002           # GET /sse, POST /messages/?session_id=...
+reme backend=mcp mcp.transport=streamable-http             # POST /mcp (stateless, JSON replies)
+```
+
+Built on the official SDK's low-level `Server` so each tool's schema can be the flow's own request schema
+(FastMCP derives schemas from Python signatures, which generated flows do not have). The HTTP transports also
+answer `GET /health`. Loopback hosts get the SDK's DNS-rebinding protection (Host and Origin checked).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.sse import SseServerTransport
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from reme_service import __version__
+from reme_service.server.mcp_tools import call_flow, tool_for
+
+if TYPE_CHECKING:
+    from reme_service.app import ReMeApp
+
+logger = logging.getLogger("reme_service.mcp")
+
+HttpTransport = Literal["sse", "streamable-http", "http"]
+SERVER_NAME = "ReMe"
+INSTRUCTIONS = (
+    "Memory for agents. Pass workspace_id to choose the memory space (one per user or per task family). "
+    "Retrieve before acting (retrieve_*), summarise after (summary_*). Every result's structured content is the "
+    "full response: answer, success and metadata (memory_list, update_result, ...)."
+)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_mcp_server(app: ReMeApp) -> Server[Any, Any]:
+    """A low-level MCP server whose tools are `app.flows`, listed and called at request time."""
+    server: Server[Any, Any] = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [tool_for(runner) for runner in app.flows.values()]
+
+    # Arguments are validated by the flow's pydantic model (errors name the field), not by the SDK's jsonschema.
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        return await call_flow(app, name, arguments)
+
+    return server
+
+
+async def serve_stdio(app: ReMeApp) -> None:
+    """Run the MCP server on this process's stdin/stdout until the client closes them."""
+    server = build_mcp_server(app)
+    async with app, stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    if host not in _LOOPBACK:
+        return None  # bound to a routable address on purpose: Host checks would only get in the way
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+class _AsgiEndpoint:
+    """Wraps an ASGI callable so Starlette's `Route` passes it scope/receive/send instead of a `Request`."""
+
+    def __init__(self, handler: ASGIApp) -> None:
+        self._handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._handler(scope, receive, send)
+
+
+def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecycle: bool = True) -> Starlette:
+    """The ASGI app of an HTTP transport. With `manage_lifecycle`, its lifespan starts and stops `app`."""
+    server = build_mcp_server(app)
+    security = _security(app.config.mcp.host)
+    routes: list[Route | Mount] = []
+    session_manager: StreamableHTTPSessionManager | None = None
+
+    if transport == "sse":
+        sse = SseServerTransport("/messages/", security_settings=security)
+
+        async def handle_sse(scope: Scope, receive: Receive, send: Send) -> None:
+            async with sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+
+        routes += [
+            Route("/sse", _AsgiEndpoint(handle_sse), methods=["GET"]),
+            Mount("/messages/", sse.handle_post_message),
+        ]
+    elif transport in ("streamable-http", "http"):
+        # Stateless, with plain JSON replies: every tool call is one request and one response (no server-initiated
+        # messages), so per-client sessions and SSE streams would only hold state — and the SDK's SSE mode leaves
+        # its memory streams unclosed when a client disconnects.
+        session_manager = StreamableHTTPSessionManager(
+            app=server, json_response=True, stateless=True, security_settings=security
+        )
+        routes.append(Route("/mcp", _AsgiEndpoint(session_manager.handle_request), methods=["GET", "POST", "DELETE"]))
+    else:
+        raise ValueError(f"unknown MCP HTTP transport {transport!r}; valid: sse, streamable-http")
+
+    async def health(_: Request) -> Response:
+        return Response(orjson.dumps(await app.health()), media_type="application/json")
+
+    routes.append(Route("/health", health, methods=["GET"]))
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await app.start()
+        try:
+            if session_manager is not None:
+                async with session_manager.run():
+                    yield
+            else:
+                yield
+        finally:
+            if manage_lifecycle:
+                await app.stop()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def run_mcp(app: ReMeApp) -> None:
+    """Serve `app` over the transport in `app.config.mcp` until interrupted (the `reme backend=mcp` entry)."""
+    import anyio
+
+    cfg = app.config.mcp
+    if cfg.transport == "stdio":
+        anyio.run(serve_stdio, app)
+        return
+    import uvicorn
+
+    path = "/sse" if cfg.transport == "sse" else "/mcp"
+    logger.info("serving %d flows as MCP tools on http://%s:%d%s", len(app.flows), cfg.host, cfg.port, path)
+    uvicorn.run(
+        create_mcp_http_app(app, cfg.transport),
+        host=cfg.host,
+        port=cfg.port,
+        log_level=app.config.log_level.lower(),
+        access_log=app.config.http.access_log,
+    )

@@ -1,0 +1,223 @@
+"""`reme_service.client` against the real service over HTTP: results, typed errors, retries, flow coverage."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from reme_service.app import ReMeApp
+from reme_service.client import (
+    AsyncReMeClient,
+    FlowResult,
+    ReMeClient,
+    RequestValidationError,
+    ServiceConnectionError,
+)
+from reme_service.client_flows import FlowMethods
+from reme_service.errors import InvalidRequestError, LLMError, NotFoundError, PathNotAllowedError, ReMeError
+from reme_service.server.http import create_http_app
+from tests.fakes.openai_server import FakeOpenAI
+from tests.service.conftest import ServeFn
+
+pytestmark = pytest.mark.service
+
+MEMORIES = [
+    {"when_to_use": "book a flight ticket", "content": "compare prices before booking", "score": 0.9},
+    {"when_to_use": "send an email to a contact", "content": "look the contact up first", "score": 0.5},
+]
+TRAJECTORY = {
+    "messages": [
+        {"role": "user", "content": "Book the cheapest flight to Oslo"},
+        {"role": "assistant", "content": "Compared three airlines and booked the cheapest one."},
+    ],
+    "score": 1.0,
+    "metadata": {"query": "Book the cheapest flight to Oslo"},
+}
+
+
+def _base_url(client: httpx.Client) -> str:
+    return str(client.base_url).rstrip("/")
+
+
+def test_sync_client_round_trip(serve: ServeFn) -> None:
+    with serve() as http, ReMeClient(_base_url(http), workspace_id="client_ws") as reme:
+        stored = reme.vector_store("insert", memory_dicts=MEMORIES)
+        assert isinstance(stored, FlowResult) and stored.success is True
+        assert len(stored.metadata["action_result"]["memory_ids"]) == 2
+        assert stored.request_id  # the server's x-request-id
+
+        hits = reme.retrieve_task_memory("I want to book a flight", top_k=1)
+        assert [m["when_to_use"] for m in hits.memory_list] == ["book a flight ticket"]
+        assert "compare prices before booking" in hits.answer
+
+        # the client's default workspace applies; an explicit one wins
+        assert reme.retrieve_task_memory("flight", workspace_id="other").memory_list == []
+        # generic call and the same request give the same memories
+        generic = reme.call("retrieve_task_memory", query="I want to book a flight", top_k=1)
+        assert generic.memory_list == hits.memory_list
+        assert "retrieve_task_memory" in reme.flows()
+        assert reme.health()["status"] == "healthy"
+
+
+def test_async_client_round_trip(serve: ServeFn) -> None:
+    import asyncio
+
+    async def scenario(base_url: str) -> None:
+        async with AsyncReMeClient(base_url, workspace_id="async_ws") as reme:
+            await reme.vector_store("insert", memory_dicts=MEMORIES)
+            a, b = await asyncio.gather(
+                reme.retrieve_task_memory("send an email", top_k=1),
+                reme.retrieve_task_memory_simple("book a flight", top_k=1),
+            )
+            assert a.memory_list[0]["when_to_use"] == "send an email to a contact"
+            assert "compare prices" in b.answer
+            listed = await reme.vector_store("list")
+            assert len(listed.metadata["action_result"]) == 2
+            with pytest.raises(InvalidRequestError) as info:
+                await reme.vector_store("explode")  # type: ignore[arg-type]
+            assert info.value.status == 400
+            assert "vector_store" in await reme.flows()
+
+    with serve() as http:
+        asyncio.run(scenario(_base_url(http)))
+
+
+def test_summary_with_pydantic_trajectories(serve: ServeFn) -> None:
+    from reme_service.schema.messages import Trajectory
+
+    with serve() as http, ReMeClient(_base_url(http), workspace_id="summ") as reme:
+        result = reme.summary_task_memory_simple([Trajectory.model_validate(TRAJECTORY)])
+        assert result.success is True
+        assert result.metadata.get("no_llm_ops")  # the offline path ran and said so
+        assert reme.vector_store("list").metadata["action_result"]
+
+
+def test_errors_are_the_service_types_with_its_message(serve: ServeFn, tmp_path: Path) -> None:
+    with serve() as http, ReMeClient(_base_url(http), workspace_id="errs") as reme:
+        with pytest.raises(InvalidRequestError) as bad_action:
+            reme.vector_store("explode")  # type: ignore[arg-type]
+        assert type(bad_action.value) is InvalidRequestError
+        assert (bad_action.value.status, bad_action.value.code) == (400, "invalid_request")
+        assert "explode" in bad_action.value.message
+        assert bad_action.value.details["request_id"]
+
+        with pytest.raises(RequestValidationError) as bad_type:
+            reme.retrieve_task_memory("flight", top_k="many")  # type: ignore[arg-type]
+        assert bad_type.value.status == 422 and bad_type.value.code == "validation_error"
+        assert "top_k" in bad_type.value.message
+        assert isinstance(bad_type.value, InvalidRequestError)  # catchable as "bad request"
+        assert bad_type.value.details["errors"][0]["loc"] == ["body", "top_k"]
+
+        with pytest.raises(NotFoundError) as unknown:
+            reme.no_such_flow(query="x")
+        assert unknown.value.status == 404 and "no_such_flow" in unknown.value.message
+
+        with pytest.raises(PathNotAllowedError) as outside:
+            reme.vector_store("dump", path="/")
+        assert outside.value.status == 403
+
+        with pytest.raises(InvalidRequestError) as bad_workspace:
+            reme.retrieve_task_memory("x", workspace_id="../../etc")
+        assert "workspace" in bad_workspace.value.message
+
+
+def test_provider_failure_is_llm_error(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
+    fake, url = fake_llm
+    with (
+        serve("llm.default.max_retries=1", env={"FLOW_LLM_BASE_URL": url}) as http,
+        ReMeClient(_base_url(http), workspace_id="llm") as reme,
+    ):
+        fake.fail_next(10, status=500, message="model crashed", endpoint="chat")
+        with pytest.raises(LLMError) as info:
+            reme.summary_task_memory_simple([TRAJECTORY])
+        assert info.value.status == 502 and "model crashed" in info.value.message
+        assert reme.vector_store("list").metadata["action_result"] == []  # nothing stored half-way
+
+
+def test_non_envelope_error_keeps_status_and_text() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="Service Unavailable")
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    with http, ReMeClient("http://svc", http_client=http) as reme, pytest.raises(ReMeError) as info:
+        reme.retrieve_task_memory("x")
+    assert (info.value.status, info.value.code) == (503, "http_error")
+    assert "Service Unavailable" in info.value.message
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_connection_refused_is_retried_then_raised() -> None:
+    port = _free_port()
+    started = time.monotonic()
+    with (
+        ReMeClient(f"http://127.0.0.1:{port}", retries=2, backoff=0.05) as reme,
+        pytest.raises(ServiceConnectionError) as info,
+    ):
+        reme.retrieve_task_memory("x")
+    assert info.value.details["attempts"] == 3
+    assert time.monotonic() - started >= 0.05 + 0.1  # it waited between attempts
+
+
+@pytest.fixture
+def late_server(tmp_path: Path) -> Iterator[tuple[str, threading.Event]]:
+    """A server that starts listening ~0.4 s after the test begins, on a port chosen up front."""
+    port = _free_port()
+    app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", env={})
+    server = uvicorn.Server(uvicorn.Config(create_http_app(app), host="127.0.0.1", port=port, log_level="warning"))
+    ready = threading.Event()
+
+    def run() -> None:
+        time.sleep(0.4)
+        ready.set()
+        server.run()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}", ready
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_connection_retries_reach_a_server_that_comes_up(late_server: tuple[str, threading.Event]) -> None:
+    base_url, ready = late_server
+    assert not ready.is_set()
+    with ReMeClient(base_url, retries=8, backoff=0.1) as reme:
+        result = reme.vector_store("list", workspace_id="late")
+    assert ready.is_set() and result.success is True
+
+
+def test_every_flow_has_a_method_whose_fields_the_flow_accepts(tmp_path: Path) -> None:
+    app = ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", env={})
+    reme = ReMeClient("http://unused")
+    try:
+        for name, runner in app.flows.items():
+            assert callable(getattr(reme, name)), name  # typed, or generic through __getattr__
+            method = getattr(FlowMethods, name, None)
+            if method is None:
+                continue  # a flow newer than the typed methods: reachable generically
+            accepted = set(runner.request_model.model_fields)
+            named = [
+                p.name
+                for p in inspect.signature(method).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+            ]
+            assert set(named) <= accepted, f"{name}: the client sends {set(named) - accepted}, which the flow ignores"
+            required = {f for f, spec in runner.config.input_schema.items() if spec.required}
+            assert required <= set(named), f"{name}: required fields {required - set(named)} lack a parameter"
+    finally:
+        reme.close()

@@ -1,0 +1,77 @@
+"""The Node client's tests and the curl cookbook, run against a live server (as CI does).
+
+`node --test cookbook/node/` and `cookbook/curl/run_all.sh` talk to a real service started here; each test is
+skipped, saying why, when node (>= 18) or curl/bash is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.service.conftest import ServeFn
+
+pytestmark = pytest.mark.service
+
+
+def _overrides(tmp_path: Path) -> tuple[str, ...]:
+    # library.sh loads docs/library/agent_basics.jsonl by absolute path: allow that folder besides the test's own.
+    roots = f'["{REPO_ROOT / "docs" / "library"}", "{tmp_path}"]'
+    return (f"file_roots={roots}",)
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the Node client tests need Node.js >= 18")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    major = int(re.match(r"v(\d+)", version).group(1))  # type: ignore[union-attr]
+    if major < 18:
+        pytest.skip(f"node {version} is too old: the Node client needs global fetch (Node >= 18)")
+    return node
+
+
+def _run(args: list[str], base_url: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REME_BASE_URL": base_url}
+    return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_node_client_tests_pass_against_a_live_server(serve: ServeFn, tmp_path: Path) -> None:
+    node = _node()
+    with serve(*_overrides(tmp_path)) as client:
+        result = _run([node, "--test", "cookbook/node/"], str(client.base_url).rstrip("/"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert re.search(r"^# pass [1-9]", output, re.M), output
+    assert re.search(r"^# fail 0$", output, re.M) and re.search(r"^# skipped 0$", output, re.M), output
+
+
+def test_curl_cookbook_runs_against_a_live_server(serve: ServeFn, tmp_path: Path) -> None:
+    bash, curl = shutil.which("bash"), shutil.which("curl")
+    if bash is None or curl is None:
+        pytest.skip("the curl cookbook needs bash and curl")
+    if shutil.which("jq") is None and shutil.which("python3") is None:
+        pytest.skip("the curl cookbook needs jq or python3 to read responses")
+    with serve(*_overrides(tmp_path)) as client:
+        result = _run([bash, "cookbook/curl/run_all.sh", str(client.base_url).rstrip("/")], "")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "curl cookbook: 5 passed, 0 failed, 0 skipped" in output, output
+    assert list((tmp_path / "reme_library_dumps").glob("curl_library_*_copy.jsonl")), "the dump was written"
+
+
+def test_curl_runner_fails_when_a_request_fails(serve: ServeFn, tmp_path: Path) -> None:
+    if shutil.which("bash") is None or shutil.which("curl") is None:
+        pytest.skip("the curl cookbook needs bash and curl")
+    # the default file roots exclude docs/library, so library.sh's load is refused (403) and the runner must fail
+    with serve() as client:
+        result = _run(["bash", "cookbook/curl/run_all.sh", str(client.base_url).rstrip("/")], "")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "failed: library" in output and "HTTP 403" in output

@@ -1,0 +1,242 @@
+"""The MCP server, driven by the official MCP client over stdio, SSE and streamable HTTP.
+
+Each transport gets the same checks: the tool list is the flow list with each flow's full request schema
+(`workspace_id` included), a call's structured content is the whole response and its text is the answer, a failing
+flow is a tool error with the service's message, and a wrongly typed argument is a tool error naming the field.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from reme_service.app import ReMeApp
+from reme_service.server.mcp import create_mcp_http_app
+from tests.fakes.serve import serve_in_thread
+
+pytestmark = pytest.mark.service
+
+BASE_FIELDS = {"workspace_id", "query", "messages", "metadata"}
+MEMORIES = [
+    {"when_to_use": "book a flight ticket", "content": "compare prices before booking", "score": 0.9},
+    {"when_to_use": "send an email to a contact", "content": "look the contact up first", "score": 0.5},
+]
+
+Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
+
+
+def _app_args(tmp_path: Path) -> list[str]:
+    return [f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash"]
+
+
+def _child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("FLOW_")}
+
+
+@asynccontextmanager
+async def _session(streams: Any) -> AsyncIterator[ClientSession]:
+    read_stream, write_stream = streams[0], streams[1]
+    async with ClientSession(read_stream, write_stream) as session:
+        await session.initialize()
+        yield session
+
+
+def _connect_stdio(tmp_path: Path) -> Connect:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "reme_service", "backend=mcp", "mcp.transport=stdio", *_app_args(tmp_path)],
+        env=_child_env(),
+        cwd=str(tmp_path),
+    )
+
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ClientSession]:
+        with (tmp_path / "stdio-server.log").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as streams, _session(streams) as session:
+                yield session
+
+    return connect
+
+
+def _connect_http(base_url: str, transport: str) -> Connect:
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ClientSession]:
+        if transport == "sse":
+            async with sse_client(f"{base_url}/sse") as streams, _session(streams) as session:
+                yield session
+        else:
+            async with (
+                httpx.AsyncClient(timeout=30) as http,
+                streamable_http_client(f"{base_url}/mcp", http_client=http) as streams,
+                _session(streams) as session,
+            ):
+                yield session
+
+    return connect
+
+
+@pytest.fixture(params=["stdio", "sse", "streamable-http"])
+def connect(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    transport: str = request.param
+    monkeypatch.chdir(tmp_path)
+    if transport == "stdio":
+        yield _connect_stdio(tmp_path)
+        return
+    app = ReMeApp(*_app_args(tmp_path), env={})
+    with serve_in_thread(create_mcp_http_app(app, transport)) as base_url:  # type: ignore[arg-type]
+        yield _connect_http(base_url, transport)
+
+
+def _expected_flows(tmp_path: Path) -> dict[str, Any]:
+    return ReMeApp(*_app_args(tmp_path), env={}).flows
+
+
+@pytest.mark.anyio
+async def test_tools_are_the_flows_with_full_schemas(connect: Connect, tmp_path: Path) -> None:
+    flows = _expected_flows(tmp_path)
+    async with connect() as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == set(flows)
+    for name, runner in flows.items():
+        tool = tools[name]
+        assert tool.description == runner.config.description
+        properties = tool.inputSchema["properties"]
+        # every field the flow accepts is advertised: the base fields and each declared one, with its description
+        assert BASE_FIELDS | set(runner.config.input_schema) <= set(properties), name
+        for field, spec in runner.config.input_schema.items():
+            assert properties[field].get("description") == (spec.description or None), (name, field)
+        required = {f for f, spec in runner.config.input_schema.items() if spec.required}
+        assert set(tool.inputSchema.get("required", [])) == required, name
+        assert tool.outputSchema is not None and set(tool.outputSchema["required"]) == {"answer", "success", "metadata"}
+    top_k = tools["retrieve_task_memory"].inputSchema["properties"]["top_k"]
+    integer = next(part for part in top_k["anyOf"] if part.get("type") == "integer")
+    assert (integer["minimum"], integer["maximum"]) == (1, 50)
+
+
+@pytest.mark.anyio
+async def test_call_returns_full_response_and_answer_text(connect: Connect) -> None:
+    async with connect() as session:
+        stored = await session.call_tool(
+            "vector_store", {"workspace_id": "mcp_ws", "action": "insert", "memory_dicts": MEMORIES}
+        )
+        assert stored.isError is False
+        assert stored.structuredContent is not None
+        assert stored.structuredContent["success"] is True
+        # metadata survives (ReMe's MCP server returned only the answer text and lost it)
+        assert len(stored.structuredContent["metadata"]["action_result"]["memory_ids"]) == 2
+
+        result = await session.call_tool(
+            "retrieve_task_memory", {"workspace_id": "mcp_ws", "query": "I need to book a flight", "top_k": 1}
+        )
+        assert result.isError is False
+        body = result.structuredContent
+        assert body is not None and body["success"] is True
+        memories = body["metadata"]["memory_list"]
+        assert [m["when_to_use"] for m in memories] == ["book a flight ticket"]
+        assert len(result.content) == 1
+        assert result.content[0].type == "text"
+        assert result.content[0].text == body["answer"]
+        assert "compare prices before booking" in body["answer"]
+
+        # another workspace sees nothing: workspace_id is honoured, not silently dropped
+        other = await session.call_tool("retrieve_task_memory", {"workspace_id": "elsewhere", "query": "flight"})
+        assert other.structuredContent is not None and other.structuredContent["metadata"]["memory_list"] == []
+
+
+@pytest.mark.anyio
+async def test_wrong_argument_type_is_a_tool_error_naming_the_field(connect: Connect) -> None:
+    async with connect() as session:
+        result = await session.call_tool("retrieve_task_memory", {"query": "flights", "top_k": "many"})
+        assert result.isError is True
+        text = result.content[0].text
+        assert "top_k" in text and "integer" in text and "'retrieve_task_memory'" in text
+        assert result.structuredContent is not None
+        assert result.structuredContent["metadata"]["error"]["code"] == "validation_error"
+
+        missing = await session.call_tool("retrieve_task_memory", {"workspace_id": "w"})
+        assert missing.isError is True and "query" in missing.content[0].text
+
+        nested = await session.call_tool(
+            "vector_store", {"action": "insert", "memory_ids": "not-a-list", "memory_dicts": []}
+        )
+        assert nested.isError is True and "memory_ids" in nested.content[0].text
+
+
+@pytest.mark.anyio
+async def test_flow_failure_is_a_tool_error_with_the_service_message(connect: Connect) -> None:
+    async with connect() as session:
+        bad_action = await session.call_tool("vector_store", {"workspace_id": "w", "action": "explode"})
+        assert bad_action.isError is True
+        error = bad_action.structuredContent["metadata"]["error"]  # type: ignore[index]
+        assert error["code"] == "invalid_request"
+        assert bad_action.content[0].text == error["message"]
+        assert "explode" in error["message"]
+
+        bad_workspace = await session.call_tool("retrieve_task_memory", {"workspace_id": "../etc", "query": "x"})
+        assert bad_workspace.isError is True and "workspace" in bad_workspace.content[0].text
+
+        unknown = await session.call_tool("no_such_flow", {})
+        assert unknown.isError is True and "unknown tool 'no_such_flow'" in unknown.content[0].text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_cli_serves_streamable_http_on_the_configured_port(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reme_service",
+            "backend=mcp",
+            "mcp.transport=streamable-http",
+            "mcp.host=127.0.0.1",
+            f"mcp.port={port}",
+            *_app_args(tmp_path),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_child_env(),
+    )
+
+    async def list_tools() -> set[str]:
+        async with _connect_http(f"http://127.0.0.1:{port}", "streamable-http")() as session:
+            return {tool.name for tool in (await session.list_tools()).tools}
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.terminate()
+                    raise AssertionError(proc.communicate(timeout=20)[1].decode()) from None
+                time.sleep(0.1)
+        assert health.json()["status"] == "healthy"
+        assert "retrieve_task_memory" in anyio.run(list_tools)
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=20)
+    assert "as MCP tools over streamable-http on 127.0.0.1:" in stderr.decode()
