@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras, lint, and run the whole test suite.
+# Set up .venv with the test extras, lint, and run the whole test suite; then the HTTP service tests once more
+# with a real Chroma server as the store (REME_TEST_STORE=chroma), so the service is proven on both backends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 .venv/bin/ruff check reme_service tests cookbook
 .venv/bin/python -m pytest "$@"
+if [ "$#" -eq 0 ]; then
+  echo "== service tests again on the chroma backend"
+  REME_TEST_STORE=chroma .venv/bin/python -m pytest tests/service -q --deselect tests/service/test_http_backends.py
+fi

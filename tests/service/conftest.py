@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
+from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401 - fixture used by name
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.serve import serve_in_thread
 
@@ -32,16 +35,35 @@ def fake_llm(fake_openai: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, 
     fake.reset()
 
 
+def _store_overrides(request: pytest.FixtureRequest) -> list[str]:
+    """REME_TEST_STORE=chroma runs every service test on a real Chroma server instead of the local store."""
+    store = os.environ.get("REME_TEST_STORE", "local")
+    if store == "local":
+        return []
+    if store != "chroma":
+        raise pytest.UsageError(f"REME_TEST_STORE must be local or chroma, not {store!r}")
+    server: ChromaServer = request.getfixturevalue("chroma_server")
+    return [
+        "vector_store.default.backend=chroma",
+        f"vector_store.default.params.host={server.host}",
+        f"vector_store.default.params.port={server.port}",
+        f"vector_store.default.params.collection_prefix=t{secrets.token_hex(4)}-",
+    ]
+
+
 @pytest.fixture
-def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ServeFn:
-    """`serve(*overrides, env=...)` starts the service (hash embedder, local store in tmp_path by default)."""
+def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> ServeFn:
+    """`serve(*overrides, env=...)` starts the service (hash embedder, local store in tmp_path by default;
+    a Chroma server when REME_TEST_STORE=chroma)."""
     monkeypatch.chdir(tmp_path)
+    store_overrides = _store_overrides(request)
 
     @contextmanager
     def _serve(*overrides: str, env: dict[str, str] | None = None) -> Iterator[httpx.Client]:
         app = ReMeApp(
             f"data_dir={tmp_path / 'data'}",
             "embedding_model.default.backend=hash",
+            *store_overrides,
             *overrides,
             env=env or {},
         )
