@@ -24,9 +24,11 @@ class Key(Generic[T]):
 class FlowResponse(BaseModel):
     """The response envelope every flow returns (ReMe 0.2's `FlowResponse`)."""
 
-    answer: Any = ""
-    success: bool = True
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    answer: Any = Field(default="", description="the flow's main result: text, or JSON for some flows")
+    success: bool = Field(default=True, description="false on any failure (then metadata.error says why)")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="structured results (memory_list, action_result, ...) or `error`"
+    )
 
 
 class FlowContext:

@@ -115,19 +115,19 @@ class ToolCallResult(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    create_time: str = ""
-    tool_name: str
-    input: dict[str, Any] | str = ""
-    output: str = ""
-    token_cost: int = -1
-    success: bool = True
-    time_cost: float = 0.0
-    summary: str = ""
-    evaluation: str = ""
-    score: float | None = 0.0
-    is_summarized: bool = False
-    call_hash: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    create_time: str = Field(default="", description="when the tool was called (free text)")
+    tool_name: str = Field(description="the tool's exact name")
+    input: dict[str, Any] | str = Field(default="", description="the call's arguments")
+    output: str = Field(default="", description="the call's result text")
+    token_cost: int = Field(default=-1, description="tokens used; -1 = unknown (estimated on ingest)")
+    success: bool = Field(default=True, description="whether the tool ran without a technical error")
+    time_cost: float = Field(default=0.0, description="seconds the call took")
+    summary: str = Field(default="", description="one-line summary (filled by the judge)")
+    evaluation: str = Field(default="", description="short quality assessment (filled by the judge)")
+    score: float | None = Field(default=0.0, description="result quality 0 or 1; null when it could not be judged")
+    is_summarized: bool = Field(default=False, description="already included in a usage guideline")
+    call_hash: str = Field(default="", description="MD5 of input|output, used for dedup (computed when empty)")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="free-form call metadata")
 
     def compute_hash(self) -> str:
         """MD5 of `input_str|output`, with dict inputs as sorted-key JSON (ReMe's dedup key)."""

@@ -21,11 +21,11 @@ class ToolCall(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    index: int = 0
-    id: str = ""
-    type: str = "function"
-    name: str = ""
-    arguments: str = ""
+    index: int = Field(default=0, description="position of the call in the assistant message")
+    id: str = Field(default="", description="the call id that the tool message answers with tool_call_id")
+    type: str = Field(default="function", description="always 'function'")
+    name: str = Field(default="", description="the tool's name")
+    arguments: str = Field(default="", description="the arguments as a JSON string (an object is accepted too)")
 
     @model_validator(mode="before")
     @classmethod
@@ -50,14 +50,16 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Role = Role.USER
-    content: str | list[dict[str, Any]] | None = ""
-    reasoning_content: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    tool_call_id: str = ""
-    name: str | None = None
-    time_created: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    role: Role = Field(default=Role.USER, description="system, user, assistant or tool")
+    content: str | list[dict[str, Any]] | None = Field(
+        default="", description="the text, or OpenAI content blocks ({type: text, text: ...})"
+    )
+    reasoning_content: str = Field(default="", description="a reasoning model's thinking, if any")
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="tool calls made by an assistant message")
+    tool_call_id: str = Field(default="", description="for a tool message: the id of the call it answers")
+    name: str | None = Field(default=None, description="optional name of the speaker or tool")
+    time_created: str = Field(default="", description="when the message was written ('YYYY-MM-DD HH:MM:SS')")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="free-form message metadata")
 
     @property
     def text(self) -> str:
@@ -85,7 +87,9 @@ class Trajectory(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    task_id: str = ""
-    messages: list[Message] = Field(default_factory=list)
-    score: float = 0.0
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    task_id: str = Field(default="", description="groups attempts at the same task (for comparisons)")
+    messages: list[Message] = Field(default_factory=list, description="the run's messages, in order")
+    score: float = Field(default=0.0, description="the run's outcome: 1.0 success, 0.0 failure, or in between")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="`query` (the original task) and optional `segments` of messages"
+    )

@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from reme_service import __version__
 from reme_service.app import ReMeApp, error_envelope
 from reme_service.errors import NotFoundError, ReMeError
+from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 
 logger = logging.getLogger("reme_service.http")
@@ -86,6 +87,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
             methods=["POST"],
             summary=runner.config.description or runner.name,
             response_class=Response,
+            responses={200: {"model": FlowResponse, "description": "the response envelope"}},
             name=runner.name,
         )
 

@@ -32,7 +32,9 @@ Timestamp = Annotated[str, BeforeValidator(_timestamp)]
 class PersonalMessage(Message):
     """A chat message of a personal conversation."""
 
-    content: str | list[dict[str, Any]] | None = Field(default="", validate_default=True)
+    content: str | list[dict[str, Any]] | None = Field(
+        default="", validate_default=True, description="the text (must not be empty for user and system messages)"
+    )
     time_created: str = Field(
         default="",
         description="when the message was said: '2023-05-08 13:56:00', ISO 8601, epoch seconds or a written date",
@@ -55,7 +57,7 @@ class PersonalMessage(Message):
 class PersonalTrajectory(Trajectory):
     """A conversation: its messages and, optionally, the time it took place."""
 
-    messages: list[PersonalMessage] = Field(default_factory=list)
+    messages: list[PersonalMessage] = Field(default_factory=list, description="the conversation's messages")
     time_created: str = Field(
         default="",
         validation_alias=AliasChoices("time_created", "timestamp"),
