@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,6 +47,7 @@ from reme_service.errors import (
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8002"
 T = TypeVar("T")
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 
 class RequestValidationError(InvalidRequestError):
@@ -177,14 +178,42 @@ def _connection_error(base_url: str, attempts: int, exc: Exception) -> ServiceCo
     )
 
 
-class _ClientBase:
-    def __init__(self, base_url: str, workspace_id: str, retries: int, backoff: float) -> None:
+class _ClientBase(Generic[H]):
+    """What the blocking and the asyncio client share: their settings, their httpx client, reading replies."""
+
+    _http_type: type[H]
+    """The httpx client class built when none is injected (`httpx.Client` or `httpx.AsyncClient`)."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        workspace_id: str = "",
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        headers: Mapping[str, str] | None = None,
+        http_client: H | None = None,
+    ) -> None:
         if retries < 0:
             raise ValueError("retries must be >= 0")
         self.base_url = base_url.rstrip("/")
         self.workspace_id = workspace_id
         self.retries = retries
         self.backoff = backoff
+        self._owns_http = http_client is None
+        self._http: H = http_client or self._http_type(timeout=timeout, headers=dict(headers or {}))
+
+    def _flow_request(self, flow: str, fields: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        """`(method, path, body)` of the request that runs `flow` with these fields."""
+        return "POST", f"/{flow}", request_body(fields, self.workspace_id)
+
+    @staticmethod
+    def _health_result(response: httpx.Response) -> dict[str, Any]:
+        """The body of a `GET /health` reply, or the service's error when it is not a 200."""
+        if response.status_code != 200:
+            raise error_from_response(response)
+        return dict(response.json())
 
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2**attempt)
@@ -201,23 +230,14 @@ class _ClientBase:
         return flow_method
 
 
-class ReMeClient(_ClientBase, FlowMethods[FlowResult]):
-    """Blocking client. Use as a context manager or call `close()`."""
+class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
+    """Blocking client. Use as a context manager or call `close()`.
 
-    def __init__(
-        self,
-        base_url: str = DEFAULT_BASE_URL,
-        *,
-        workspace_id: str = "",
-        timeout: float = 120.0,
-        retries: int = 3,
-        backoff: float = 0.2,
-        headers: Mapping[str, str] | None = None,
-        http_client: httpx.Client | None = None,
-    ) -> None:
-        super().__init__(base_url, workspace_id, retries, backoff)
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(timeout=timeout, headers=dict(headers or {}))
+    Arguments: `base_url`, `workspace_id` (sent when a call names none), `timeout`, `retries` and `backoff` of
+    connection failures, `headers` of every request, and `http_client` (injected: the caller's, not closed here).
+    """
+
+    _http_type = httpx.Client
 
     def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
@@ -231,14 +251,11 @@ class ReMeClient(_ClientBase, FlowMethods[FlowResult]):
 
     def call(self, flow: str, /, **fields: Any) -> FlowResult:
         """Run `flow` with these request fields; raises a `ReMeError` subclass when it fails."""
-        return _result(self._send("POST", f"/{flow}", request_body(fields, self.workspace_id)))
+        return _result(self._send(*self._flow_request(flow, fields)))
 
     def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""
-        response = self._send("GET", "/health")
-        if response.status_code != 200:
-            raise error_from_response(response)
-        return dict(response.json())
+        return self._health_result(self._send("GET", "/health"))
 
     def flows(self) -> list[str]:
         """The names of the flows the server offers."""
@@ -255,23 +272,10 @@ class ReMeClient(_ClientBase, FlowMethods[FlowResult]):
         self.close()
 
 
-class AsyncReMeClient(_ClientBase, FlowMethods[Awaitable[FlowResult]]):
-    """asyncio client. Use as an async context manager or await `aclose()`."""
+class AsyncReMeClient(_ClientBase[httpx.AsyncClient], FlowMethods[Awaitable[FlowResult]]):
+    """asyncio client. Use as an async context manager or await `aclose()`; arguments as `ReMeClient`'s."""
 
-    def __init__(
-        self,
-        base_url: str = DEFAULT_BASE_URL,
-        *,
-        workspace_id: str = "",
-        timeout: float = 120.0,
-        retries: int = 3,
-        backoff: float = 0.2,
-        headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        super().__init__(base_url, workspace_id, retries, backoff)
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=timeout, headers=dict(headers or {}))
+    _http_type = httpx.AsyncClient
 
     async def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
@@ -288,14 +292,11 @@ class AsyncReMeClient(_ClientBase, FlowMethods[Awaitable[FlowResult]]):
         return self._call(flow, fields)
 
     async def _call(self, flow: str, fields: dict[str, Any]) -> FlowResult:
-        return _result(await self._send("POST", f"/{flow}", request_body(fields, self.workspace_id)))
+        return _result(await self._send(*self._flow_request(flow, fields)))
 
     async def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""
-        response = await self._send("GET", "/health")
-        if response.status_code != 200:
-            raise error_from_response(response)
-        return dict(response.json())
+        return self._health_result(await self._send("GET", "/health"))
 
     async def flows(self) -> list[str]:
         """The names of the flows the server offers."""

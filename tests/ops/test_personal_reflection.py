@@ -4,8 +4,6 @@ insights, observations marked as consumed, and the LLM path's failures."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
 pytestmark = pytest.mark.anyio
 
@@ -34,34 +32,6 @@ SAID = [
 ]
 
 
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
-    with serve_in_thread(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str]]:
-    server, url = fake_server
-    server.reset()
-    yield server, url
-    server.reset()
-
-
-@asynccontextmanager
-async def personal_app(tmp_path: Path, llm_url: str | None = None) -> AsyncIterator[ReMeApp]:
-    env = {"FLOW_LLM_BASE_URL": llm_url} if llm_url else {}
-    async with ReMeApp(
-        f"data_dir={tmp_path}",
-        "vector_store.default.backend=memory",
-        "embedding_model.default.backend=hash",
-        "llm.default.max_retries=0",
-        env=env,
-    ) as app:
-        yield app
-
-
 def observation(text: str, time: str, user: str = "Alice") -> dict[str, Any]:
     return {
         "memory_type": "personal",
@@ -76,11 +46,6 @@ def observation(text: str, time: str, user: str = "Alice") -> dict[str, Any]:
 async def insert(app: ReMeApp, memories: list[dict[str, Any]]) -> None:
     result = await app.async_execute(name="vector_store", workspace_id=WS, action="insert", memory_dicts=memories)
     assert result["success"], result
-
-
-async def stored(app: ReMeApp) -> list[dict[str, Any]]:
-    result = await app.async_execute(name="vector_store", workspace_id=WS, action="list")
-    return result["metadata"]["action_result"]
 
 
 def kinds(memories: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -108,13 +73,13 @@ async def test_reflection_without_an_llm_builds_insights_from_recurring_subjects
             "due": True,
             "reflected_observations": 12,
         }
-        insights = {m["reflection_subject"]: m for m in kinds(await stored(app), "insight")}
+        insights = {m["reflection_subject"]: m for m in kinds(await stored(app, WS), "insight")}
         assert set(insights) == {"hospital", "hiking", "dog"}
         dog = insights["dog"]
         assert dog["content"].startswith("I walk my dog Max twice a day. / My dog is a golden retriever named Max.")
         assert dog["target"] == "Alice" and dog["time_created"] == "2023-05-09 10:00:00"
         assert dog["when_to_use"] == f"dog: {dog['content']}"
-        observations = kinds(await stored(app), "observation")
+        observations = kinds(await stored(app, WS), "observation")
         assert {m["target"]: m["metadata"]["reflected"] for m in observations} == {"Alice": True, "Bob": False}
         again = await reflect(app)
         assert again["metadata"]["reflection"]["due"] is False
@@ -131,7 +96,7 @@ async def test_below_the_threshold_nothing_is_written(tmp_path: Path) -> None:
         result = await reflect(app)
         assert result["answer"] == "not enough new observations to reflect on (4 < 10)"
         assert result["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 0}
-        assert all(m["metadata"]["reflected"] is False for m in await stored(app))
+        assert all(m["metadata"]["reflected"] is False for m in await stored(app, WS))
 
 
 async def test_reflection_moves_through_the_history_oldest_first(tmp_path: Path) -> None:
@@ -141,7 +106,7 @@ async def test_reflection_moves_through_the_history_oldest_first(tmp_path: Path)
         )
         first = await reflect(app)
         assert first["metadata"]["reflection"]["remaining"] == 10
-        unreflected = [m for m in kinds(await stored(app), "observation") if not m["metadata"]["reflected"]]
+        unreflected = [m for m in kinds(await stored(app, WS), "observation") if not m["metadata"]["reflected"]]
         assert sorted(m["time_created"] for m in unreflected)[0] == "2023-01-01 10:50:00"
         second = await reflect(app)
         assert second["metadata"]["reflection"]["observations"] == 10
@@ -159,24 +124,20 @@ async def test_a_later_reflection_updates_an_existing_insight(tmp_path: Path) ->
         assert "dog" in updated
         assert updated["dog"]["content"].startswith("My dog learned trick number 9. / My dog learned trick number 8.")
         assert "I walk my dog Max twice a day." in updated["dog"]["content"]  # the old value follows
-        assert len([m for m in kinds(await stored(app), "insight") if m["reflection_subject"] == "dog"]) == 1
+        assert len([m for m in kinds(await stored(app, WS), "insight") if m["reflection_subject"] == "dog"]) == 1
 
 
 # ---------------------------------------------------------------- with an LLM
 
 
-def _prompt(body: dict[str, Any]) -> str:
-    return str(body["messages"][-1]["content"])
-
-
 def value(body: dict[str, Any]) -> str:
-    subject = re.search(r'summary of Alice\'s "([^"]+)"', _prompt(body))
+    subject = re.search(r'summary of Alice\'s "([^"]+)"', last_prompt(body))
     assert subject is not None
     return f"Value: Alice's {subject.group(1)}: merged from the notes"
 
 
 def judge(body: dict[str, Any]) -> str:
-    lines = re.findall(r"^(\d+)\. ([^:]+):", _prompt(body), re.MULTILINE)
+    lines = re.findall(r"^(\d+)\. ([^:]+):", last_prompt(body), re.MULTILINE)
     verdicts = {"job": "Contradiction | Alice used to teach", "drinks": "Contained"}
     return "\n".join(f"Judgment: {n} | {verdicts.get(subject, 'None')}" for n, subject in lines)
 
@@ -194,19 +155,19 @@ async def test_llm_reflection_with_contradicting_and_contained_insights(
     ]
     for memory in old:
         memory["metadata"] = {"memory_type": "insight", "insight_type": "insight"}
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         await insert(app, [observation(t, d) for t, d in SAID] + old)
-        ids = {m["reflection_subject"]: m["memory_id"] for m in kinds(await stored(app), "insight")}
+        ids = {m["reflection_subject"]: m["memory_id"] for m in kinds(await stored(app, WS), "insight")}
         result = await reflect(app)
         assert "no_llm_ops" not in result["metadata"]
         assert result["metadata"]["deleted_memory_ids"] == [ids["drinks"]]
-        insights = {m["reflection_subject"]: m["content"] for m in kinds(await stored(app), "insight")}
+        insights = {m["reflection_subject"]: m["content"] for m in kinds(await stored(app, WS), "insight")}
         assert insights == {
             "hiking": "Alice's hiking: merged from the notes",
             "dog": "Alice's dog: merged from the notes",
             "job": "Alice used to teach",
         }
-        prompts = [_prompt(b) for b in server.requests_to("chat")]
+        prompts = [last_prompt(b) for b in server.requests_to("chat")]
         assert any("Subjects we already keep a summary for: job, drinks" in p for p in prompts)
         update = next(p for p in prompts if 'summary of Alice\'s "hiking"' in p)
         assert "- [2023-05-01 10:00:00] I love hiking in the mountains." in update
@@ -218,12 +179,12 @@ async def test_llm_failure_during_reflection_is_502_and_changes_nothing(
     server, url = fake
     server.on("new subjects worth keeping a lasting summary", "Subject: hiking")
     server.on("Rewrite the summary of", "I think Alice likes hiking a lot.")
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         await insert(app, [observation(t, d) for t, d in SAID])
         result = await app.async_execute(name="reflect_personal_memory", workspace_id=WS, user_name="Alice")
         assert result["success"] is False
         assert result["metadata"]["error"]["code"] == "llm_error"
         assert "UpdateInsightOp" in result["metadata"]["error"]["message"]
-        memories = await stored(app)
+        memories = await stored(app, WS)
         assert kinds(memories, "insight") == []
         assert all(m["metadata"]["reflected"] is False for m in memories)

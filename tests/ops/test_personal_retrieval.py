@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,40 +9,11 @@ import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from tests.ops.personal_helpers import personal_app
 
 pytestmark = pytest.mark.anyio
 
 WS = "ws"
-
-
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
-    with serve_in_thread(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str]]:
-    server, url = fake_server
-    server.reset()
-    yield server, url
-    server.reset()
-
-
-@asynccontextmanager
-async def personal_app(tmp_path: Path, *overrides: str, llm_url: str | None = None) -> AsyncIterator[ReMeApp]:
-    env = {"FLOW_LLM_BASE_URL": llm_url} if llm_url else {}
-    async with ReMeApp(
-        f"data_dir={tmp_path}",
-        "vector_store.default.backend=memory",
-        "embedding_model.default.backend=hash",
-        "llm.default.max_retries=0",
-        *overrides,
-        env=env,
-    ) as app:
-        yield app
 
 
 async def remember(app: ReMeApp, *said: tuple[str, str], user_name: str = "Alice") -> None:

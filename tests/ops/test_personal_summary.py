@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,44 +11,11 @@ import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
 pytestmark = pytest.mark.anyio
 
 WS = "alice_ws"
-
-
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
-    with serve_in_thread(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str]]:
-    server, url = fake_server
-    server.reset()
-    yield server, url
-    server.reset()
-
-
-@asynccontextmanager
-async def personal_app(tmp_path: Path, llm_url: str | None = None) -> AsyncIterator[ReMeApp]:
-    env = {"FLOW_LLM_BASE_URL": llm_url} if llm_url else {}
-    async with ReMeApp(
-        f"data_dir={tmp_path}",
-        "vector_store.default.backend=memory",
-        "embedding_model.default.backend=hash",
-        "llm.default.max_retries=0",
-        env=env,
-    ) as app:
-        yield app
-
-
-async def stored(app: ReMeApp, workspace: str = WS) -> list[dict[str, Any]]:
-    result = await app.async_execute(name="vector_store", workspace_id=workspace, action="list")
-    return result["metadata"]["action_result"]
 
 
 def user(content: str, time: str | None = None, **metadata: Any) -> dict[str, Any]:
@@ -82,7 +47,7 @@ async def test_observations_carry_the_message_time_and_the_event_time(tmp_path: 
         )
         assert result["success"], result
         assert result["metadata"]["no_llm_ops"] == ["InfoFilterOp", "GetObservationWithTimeOp", "ContraRepeatOp"]
-        memories = {m["content"]: m for m in await stored(app)}
+        memories = {m["content"]: m for m in await stored(app, WS)}
         group = memories["I went to a support group yesterday."]  # the question is not part of the observation
         assert group["time_created"] == "2023-05-08 13:56:00"  # the trajectory's time, not now
         assert group["target"] == "Alice" and group["author"] == "rules"
@@ -102,7 +67,7 @@ async def test_messages_without_a_time_are_dated_now(tmp_path: Path) -> None:
             name="summary_personal_memory", workspace_id=WS, messages=[user("I am allergic to peanuts.")]
         )
         assert result["success"]
-        (memory,) = await stored(app)
+        (memory,) = await stored(app, WS)
         assert memory["time_created"][:10] == datetime.now().strftime("%Y-%m-%d")
         assert memory["target"] == "user"  # the default user_name
 
@@ -131,9 +96,9 @@ async def test_todays_stored_memories_are_reloaded_and_repetitions_replaced(tmp_
         )
         assert second["metadata"]["deleted_memory_ids"] == [old_id]
         assert second["metadata"]["contra_repeat"] == {"checked": 2, "new_dropped": 0, "stored_deleted": 1}
-        ids = {m["memory_id"] for m in await stored(app)}
+        ids = {m["memory_id"] for m in await stored(app, WS)}
         assert old_id not in ids and other_day_id in ids  # another day's memory is not "today's"
-        assert {m["content"] for m in await stored(app)} == {
+        assert {m["content"] for m in await stored(app, WS)} == {
             "I love hiking in the mountains.",
             "I love hiking in the mountains with my dog.",
         }
@@ -150,7 +115,7 @@ async def test_an_older_repetition_in_the_same_request_is_dropped(tmp_path: Path
             ],
         )
         assert [m["time_created"] for m in result["metadata"]["memory_list"]] == ["2023-05-08 09:05:00"]
-        assert len(await stored(app)) == 1
+        assert len(await stored(app, WS)) == 1
 
 
 async def test_more_than_fifty_observations_are_all_stored(tmp_path: Path) -> None:
@@ -160,7 +125,7 @@ async def test_more_than_fifty_observations_are_all_stored(tmp_path: Path) -> No
     async with personal_app(tmp_path) as app:
         result = await app.async_execute(name="summary_personal_memory", workspace_id=WS, messages=messages)
         assert result["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 120}
-        assert len(await stored(app)) == 120
+        assert len(await stored(app, WS)) == 120
 
 
 async def test_users_and_memory_kinds_do_not_mix(tmp_path: Path) -> None:
@@ -180,7 +145,7 @@ async def test_users_and_memory_kinds_do_not_mix(tmp_path: Path) -> None:
             )
             # Bob's identical statement is not a repetition of Alice's, and the task memory is not reloaded
             assert result["metadata"]["contra_repeat"]["checked"] == 1
-        memories = await stored(app)
+        memories = await stored(app, WS)
         assert sorted(m.get("target", "") for m in memories) == ["", "Alice", "Bob"]
         found = await app.async_execute(
             name="retrieve_personal_memory", workspace_id=WS, query="Where do I live?", user_name="Bob", top_k=5
@@ -219,7 +184,7 @@ async def test_resending_a_conversation_replaces_rather_than_duplicates(tmp_path
         assert [m["memory_id"] for m in first["metadata"]["memory_list"]] == [
             m["memory_id"] for m in second["metadata"]["memory_list"]
         ]
-        assert len(await stored(app)) == 2
+        assert len(await stored(app, WS)) == 2
 
 
 async def test_assistant_memorized_and_empty_input(tmp_path: Path) -> None:
@@ -254,7 +219,7 @@ async def test_bad_times_and_empty_messages_are_request_errors(tmp_path: Path) -
         )
         (error,) = empty["metadata"]["error"]["details"]["errors"]
         assert error["loc"] == ("trajectories", 0, "messages", 0, "content")
-        assert await stored(app) == []
+        assert await stored(app, WS) == []
 
 
 async def test_a_flow_declared_without_the_timed_schemas_still_refuses_bad_times(tmp_path: Path) -> None:
@@ -276,7 +241,7 @@ async def test_a_flow_declared_without_the_timed_schemas_still_refuses_bad_times
         assert result["success"] is False
         error = result["metadata"]["error"]
         assert error["code"] == "invalid_request" and error["details"]["field"] == "messages.0.time_created"
-        assert await stored(app) == []
+        assert await stored(app, WS) == []
 
 
 # ---------------------------------------------------------------- with an LLM
@@ -284,13 +249,9 @@ async def test_a_flow_declared_without_the_timed_schemas_still_refuses_bad_times
 _LINE_RE = re.compile(r"^(\d+)\. (?:\[([^\]]*)\] )?[^:]+: (.*)$", re.MULTILINE)
 
 
-def _prompt(body: dict[str, Any]) -> str:
-    return str(body["messages"][-1]["content"])
-
-
 def score_all(body: dict[str, Any]) -> str:
     """Info filter: 3 for every message except greetings."""
-    lines = _LINE_RE.findall(_prompt(body))
+    lines = _LINE_RE.findall(last_prompt(body))
     return "\n".join(f"Result: {n} | {0 if text.lower().startswith('hi') else 3}" for n, _, text in lines)
 
 
@@ -299,7 +260,7 @@ def observe(times: dict[str, str]) -> Any:
 
     def reply(body: dict[str, Any]) -> str:
         out = []
-        for n, _, text in _LINE_RE.findall(_prompt(body)):
+        for n, _, text in _LINE_RE.findall(last_prompt(body)):
             time = next((t for key, t in times.items() if key in text), "none")
             out.append(f"Information: {n} | {time} | {text.upper()} | keyword")
         return "\n".join(out)
@@ -308,12 +269,14 @@ def observe(times: dict[str, str]) -> Any:
 
 
 def observe_plain(body: dict[str, Any]) -> str:
-    return "\n".join(f"Information: {n} | {text.upper()} | keyword" for n, _, text in _LINE_RE.findall(_prompt(body)))
+    return "\n".join(
+        f"Information: {n} | {text.upper()} | keyword" for n, _, text in _LINE_RE.findall(last_prompt(body))
+    )
 
 
 def judge(verdicts: dict[int, str]) -> Any:
     def reply(body: dict[str, Any]) -> str:
-        count = len(re.findall(r"^\d+\. ", _prompt(body), re.MULTILINE))
+        count = len(re.findall(r"^\d+\. ", last_prompt(body), re.MULTILINE))
         return "\n".join(f"Judgment: {n} | {verdicts.get(n, 'None')}" for n in range(1, count + 1))
 
     return reply
@@ -329,7 +292,7 @@ def install(fake: FakeOpenAI, *, times: dict[str, str] | None = None, verdicts: 
 async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
     server, url = fake
     install(server, times={"yesterday": "2023-05-07", "last week": "last week"})
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -347,7 +310,7 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fak
         )
         assert result["success"], result
         assert "no_llm_ops" not in result["metadata"]
-        memories = {m["content"]: m for m in await stored(app)}
+        memories = {m["content"]: m for m in await stored(app, WS)}
         assert set(memories) == {
             "I WENT TO A SUPPORT GROUP YESTERDAY.",
             "I MOVED TO A NEW FLAT LAST WEEK.",
@@ -362,14 +325,14 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fak
             "2023-05-08 00:00:00",
         )
         assert "event_start" not in memories["I LIKE GREEN TEA."]["metadata"]
-        prompts = [_prompt(b) for b in server.requests_to("chat")]
+        prompts = [last_prompt(b) for b in server.requests_to("chat")]
         assert any("[Monday, May 8, 2023, 13:56] Alice: I went to a support group yesterday." in p for p in prompts)
 
 
 async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
     server, url = fake
     install(server, verdicts={2: "Contradiction"})
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         first = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -382,8 +345,8 @@ async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path,
             messages=[user("I work at Microsoft now.", "2023-05-08 17:00:00")],
         )
         assert second["metadata"]["deleted_memory_ids"] == [old_id]
-        assert [m["content"] for m in await stored(app)] == ["I WORK AT MICROSOFT NOW."]
-        contra = [_prompt(b) for b in server.requests_to("chat") if "smaller numbers" in _prompt(b)]
+        assert [m["content"] for m in await stored(app, WS)] == ["I WORK AT MICROSOFT NOW."]
+        contra = [last_prompt(b) for b in server.requests_to("chat") if "smaller numbers" in last_prompt(b)]
         assert (
             "1. [2023-05-08 17:00:00] I WORK AT MICROSOFT NOW.\n2. [2023-05-08 09:00:00] I WORK AT GOOGLE."
             in contra[-1]
@@ -394,12 +357,12 @@ async def test_llm_batches_keep_every_observation(tmp_path: Path, fake: tuple[Fa
     server, url = fake
     install(server)
     messages = [user(f"My locker number {i} is painted blue.", f"2023-05-08 09:{i % 60:02d}:00") for i in range(120)]
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         result = await app.async_execute(name="summary_personal_memory", workspace_id=WS, messages=messages)
         assert result["metadata"]["update_result"]["inserted_count"] == 120
-        contra = [b for b in server.requests_to("chat") if "smaller numbers" in _prompt(b)]
-        assert sorted(len(re.findall(r"^\d+\. ", _prompt(b), re.MULTILINE)) for b in contra) == [20, 50, 50]
-        scoring = [b for b in server.requests_to("chat") if "on this scale" in _prompt(b)]
+        contra = [b for b in server.requests_to("chat") if "smaller numbers" in last_prompt(b)]
+        assert sorted(len(re.findall(r"^\d+\. ", last_prompt(b), re.MULTILINE)) for b in contra) == [20, 50, 50]
+        scoring = [b for b in server.requests_to("chat") if "on this scale" in last_prompt(b)]
         assert len(scoring) == 6  # batches of 20
 
 
@@ -409,7 +372,7 @@ async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(
     server, url = fake
     server.on("numbered messages below on this scale", score_all)
     server.on("You are building a personal profile", "Sure! Alice likes tea.")
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -419,15 +382,15 @@ async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(
         error = result["metadata"]["error"]
         assert error["code"] == "llm_error"
         assert "GetObservationOp" in error["message"] and "after 3 attempts" in error["message"]
-        assert len([b for b in server.requests_to("chat") if "personal profile" in _prompt(b)]) == 3
-        assert await stored(app) == []
+        assert len([b for b in server.requests_to("chat") if "personal profile" in last_prompt(b)]) == 3
+        assert await stored(app, WS) == []
 
 
 async def test_an_unscored_message_is_re_asked(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
     server, url = fake
     install(server)
     server.script("Result: 1 | 3")  # the first reply scores only one of two messages
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -435,7 +398,7 @@ async def test_an_unscored_message_is_re_asked(tmp_path: Path, fake: tuple[FakeO
         )
         assert result["success"], result
         assert len(result["metadata"]["memory_list"]) == 2
-        assert len([b for b in server.requests_to("chat") if "on this scale" in _prompt(b)]) == 2
+        assert len([b for b in server.requests_to("chat") if "on this scale" in last_prompt(b)]) == 2
 
 
 async def test_chinese_prompts_and_chinese_labels(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
@@ -443,13 +406,13 @@ async def test_chinese_prompts_and_chinese_labels(tmp_path: Path, fake: tuple[Fa
     server.on("条带编号的消息打分", "结果：1 | 3\n结果：2 | 3")
 
     def observe_zh(body: dict[str, Any]) -> str:
-        lines = _LINE_RE.findall(_prompt(body))
+        lines = _LINE_RE.findall(last_prompt(body))
         return "\n".join(f"信息：{n} | 2023-05-07 | 小明昨天去看了牙医 | 牙医, 医院" for n, _, _ in lines)
 
     server.on("时间要相对于消息被说出的时间来推算", observe_zh)
     server.on("你正在根据", lambda body: "信息：1 | 小明喜欢喝绿茶 | 绿茶")
     server.on("请把每条陈述与编号比它小", "判断：1 | 无\n判断：2 | 无")
-    async with personal_app(tmp_path, url) as app:
+    async with personal_app(tmp_path, llm_url=url) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -458,9 +421,9 @@ async def test_chinese_prompts_and_chinese_labels(tmp_path: Path, fake: tuple[Fa
             messages=[user("我喜欢喝绿茶。", "2023-05-08 09:00:00"), user("我昨天去看了牙医。", "2023-05-08 09:01:00")],
         )
         assert result["success"], result
-        memories = {m["content"]: m for m in await stored(app)}
+        memories = {m["content"]: m for m in await stored(app, WS)}
         assert set(memories) == {"小明喜欢喝绿茶", "小明昨天去看了牙医"}
         assert memories["小明昨天去看了牙医"]["metadata"]["keywords"] == ["牙医", "医院"]
         assert memories["小明昨天去看了牙医"]["metadata"]["event_start"] == "2023-05-07 00:00:00"
-        prompts = [_prompt(b) for b in server.requests_to("chat")]
+        prompts = [last_prompt(b) for b in server.requests_to("chat")]
         assert any("1. [2023年5月8日 星期一 09:01] 小明: 我昨天去看了牙医。" in p for p in prompts)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +10,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
-from tests.ops.test_task_summary import (
+from tests.ops.task_helpers import (
     FAILURE,
     SUCCESS,
     VALIDATE,
@@ -32,18 +30,10 @@ SEGMENT = "Split the run into segments"
 COMPARE = "attempted twice"
 
 
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    with serve_in_thread(server.app) as url:
-        yield server, f"{url}/v1"
-
-
 @pytest.fixture
-def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[FakeOpenAI]:
-    fake_server[0].reset()
-    yield fake_server[0]
-    fake_server[0].reset()
+def fake(fake: tuple[FakeOpenAI, str]) -> FakeOpenAI:
+    """The reset fake server alone (tests/ops/conftest.py); these tests take its URL from `fake_server`."""
+    return fake[0]
 
 
 async def test_simple_summary_uses_the_0_9_threshold_and_stores_the_memories(

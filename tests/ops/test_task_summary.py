@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -11,86 +11,34 @@ import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from tests.ops.task_helpers import (
+    FAILURE,
+    HARD,
+    SOFT,
+    SUCCESS,
+    VALIDATE,
+    fenced,
+    item,
+    make_app,
+    prompts_with,
+    stored,
+    trajectory,
+    verdict,
+)
 
 pytestmark = pytest.mark.anyio
 
-SUCCESS = "completed a task successfully"
-FAILURE = "failed at a task"
-SOFT = "ended with different scores"
-HARD = "closely related tasks"
-VALIDATE = "You review experiences"
-
-
-def item(when: str, experience: str, **extra: Any) -> dict[str, Any]:
-    return {"when_to_use": when, "experience": experience, "tags": ["t"], "confidence": 0.8, **extra}
-
-
-def fenced(value: Any) -> str:
-    return f"```json\n{json.dumps(value)}\n```"
-
-
-def verdict(valid: bool = True, score: float = 0.9) -> str:
-    return fenced({"is_valid": valid, "score": score, "feedback": "fine", "recommendations": ""})
-
-
-def trajectory(task: str, score: float, steps: int = 2, task_id: str = "t") -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-    for i in range(steps):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": f"step {i}",
-                "tool_calls": [{"id": f"c{i}", "function": {"name": "search", "arguments": f'{{"q": "{i}"}}'}}],
-            }
-        )
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"})
-    messages.append({"role": "assistant", "content": "done"})
-    return {"task_id": task_id, "messages": messages, "score": score, "metadata": {"query": task}}
-
-
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    with serve_in_thread(server.app) as url:
-        yield server, f"{url}/v1"
-
 
 @pytest.fixture
-def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[FakeOpenAI]:
-    fake_server[0].reset()
-    yield fake_server[0]
-    fake_server[0].reset()
-
-
-def make_app(url: str, *overrides: str, embed_via_fake: bool = False) -> ReMeApp:
-    args = ["vector_store.default.backend=memory", "llm.default.max_retries=0", *overrides]
-    if embed_via_fake:
-        args += [
-            "embedding_model.default.backend=openai_compatible",
-            f"embedding_model.default.base_url={url}",
-            "embedding_model.default.params.dimensions=64",
-            "embedding_model.default.params.max_batch_size=64",
-        ]
-    else:
-        args.append("embedding_model.default.backend=hash")
-    return ReMeApp(*args, env={"FLOW_LLM_BASE_URL": url})
+def fake(fake: tuple[FakeOpenAI, str]) -> FakeOpenAI:
+    """The reset fake server alone (tests/ops/conftest.py); these tests take its URL from `fake_server`."""
+    return fake[0]
 
 
 @pytest.fixture
 async def app(fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI) -> AsyncIterator[ReMeApp]:
     async with make_app(fake_server[1]) as application:
         yield application
-
-
-async def stored(app: ReMeApp, workspace: str = "ws") -> list[dict[str, Any]]:
-    result = await app.async_execute(name="vector_store", workspace_id=workspace, action="list")
-    return result["metadata"]["action_result"]
-
-
-def prompts_with(fake: FakeOpenAI, marker: str) -> list[str]:
-    texts = [body["messages"][-1]["content"] for body in fake.requests_to("chat")]
-    return [t for t in texts if marker in t]
 
 
 async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, fake: FakeOpenAI) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import numpy as np
 import openai
@@ -12,25 +12,11 @@ from reme_service.errors import EmbeddingError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.providers.embedding.openai_compatible import OpenAICompatibleEmbedding
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
 DIMS = 64
 TEXTS = [f"memory number {i} about topic {i % 7} and tea" for i in range(25)]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeOpenAI, str]]:
-    shared = FakeOpenAI()
-    with serve_in_thread(shared.app) as url:
-        yield shared, url + "/v1"
-
-
-@pytest.fixture
-def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    server[0].reset()
-    return server[0]
 
 
 @pytest.fixture

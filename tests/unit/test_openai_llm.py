@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -16,25 +16,10 @@ from reme_service.providers.llm.none import NoLLM
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM, backoff_delay
 from reme_service.schema.messages import Message, Role
 from tests.fakes.openai_server import DEFAULT_REPLY, FakeOpenAI, FakeReply
-from tests.fakes.serve import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
 FAST = {"backoff": 0.001, "timeout": 5.0}
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeOpenAI, str]]:
-    """One fake server for the module (starting and stopping uvicorn costs ~0.2 s); `fake` resets it per test."""
-    shared = FakeOpenAI()
-    with serve_in_thread(shared.app) as url:
-        yield shared, url + "/v1"
-
-
-@pytest.fixture
-def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    server[0].reset()
-    return server[0]
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ Texts are split into batches of `max_batch_size` (DashScope accepts at most 10 p
 sent concurrently, at most `max_concurrency` at a time. Each reply is put back in input order by its `index`
 fields and checked: the number of vectors and every vector's size must match, otherwise `EmbeddingError`
 (not retried: a misconfigured model does not fix itself). Transport failures are retried like the LLM's
-(see `reme_service.providers.llm.openai_compatible.call_with_retries`).
+(see `reme_service.providers.retry.call_with_retries`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from typing import Any
 
 import httpx
 import numpy as np
-import openai
 from numpy.typing import NDArray
 
 from reme_service.errors import EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
-from reme_service.providers.llm.openai_compatible import call_with_retries
+from reme_service.providers.retry import OpenAIRetryingClient
 
 
-class OpenAICompatibleEmbedding(EmbeddingClient):
+class OpenAICompatibleEmbedding(OpenAIRetryingClient, EmbeddingClient):
     """`embed` returns L2-normalised float32 rows in input order; `embed([])` makes no request.
 
     An injected `http_client` belongs to the caller and is not closed by `close()`.
@@ -52,28 +51,11 @@ class OpenAICompatibleEmbedding(EmbeddingClient):
             raise ValueError("max_batch_size must be >= 1")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        if timeout <= 0:
-            raise ValueError("timeout must be > 0")
-        if backoff < 0:
-            raise ValueError("backoff must be >= 0")
         self.model_name = model_name
         self._dimensions = dimensions
-        self.base_url = base_url
         self.max_batch_size = max_batch_size
         self.max_concurrency = max_concurrency
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.backoff = backoff
-        self._owns_http_client = http_client is None
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or "EMPTY",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout,
-            http_client=http_client,
-        )
+        self._init_openai_client(api_key, base_url, max_retries, timeout, backoff, http_client)
 
     @property
     def dimensions(self) -> int:
@@ -98,14 +80,11 @@ class OpenAICompatibleEmbedding(EmbeddingClient):
 
     async def _embed_batch(self, batch: list[str], semaphore: asyncio.Semaphore) -> NDArray[np.float32]:
         async with semaphore:
-            return await call_with_retries(
+            return await self._with_retries(
                 lambda: self._request(batch),
-                max_retries=self.max_retries,
-                backoff=self.backoff,
                 error_cls=EmbeddingError,
                 what=f"embedding call to model '{self.model_name}'",
-                request_timeout=self.timeout,
-                details={"backend": self.backend, "model": self.model_name, "base_url": self.base_url},
+                model=self.model_name,
             )
 
     async def _request(self, batch: list[str]) -> NDArray[np.float32]:
@@ -143,10 +122,6 @@ class OpenAICompatibleEmbedding(EmbeddingClient):
                     details={**details, "expected": self._dimensions, "got": got},
                 )
         return np.stack(rows).astype(np.float32, copy=False)
-
-    async def close(self) -> None:
-        if self._owns_http_client:
-            await self._client.close()
 
 
 def _vector(value: Any) -> NDArray[np.float32]:
