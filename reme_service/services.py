@@ -42,5 +42,5 @@ class Services:
         for root in self.file_roots:
             if resolved == root or resolved.is_relative_to(root):
                 return resolved
-        roots = ", ".join(str(r) for r in self.file_roots)
-        raise PathNotAllowedError(f"path {path!r} resolves outside the allowed roots ({roots})")
+        # The roots are not named: they would tell a client how the server's disk is laid out.
+        raise PathNotAllowedError(f"path {path!r} resolves outside the directories this service may read and write")
