@@ -19,18 +19,25 @@ valid record) is dropped and truncated away; a bad line followed by good ones is
 Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
 scans file names. All file I/O runs in worker threads, under the workspace's write lock.
+
+Memory: encoding the snapshot of a large workspace frees tens of MB of per-node buffers into the worker thread's
+malloc arena, which glibc keeps; after a snapshot of at least `TRIM_AFTER_NODES` nodes the store asks glibc to
+return free memory to the OS (`malloc_trim`; a no-op elsewhere). Loading a 100k-memory library: the server's
+RSS growth went from ~490 to ~427 MiB (146 MiB of it the vectors).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import ctypes
 import logging
 import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,6 +58,7 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snap"
 WAL_SUFFIX = ".wal"
 TMP_SUFFIX = ".tmp"
+TRIM_AFTER_NODES = 10_000
 _RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
 
 
@@ -84,6 +92,16 @@ def _atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
         os.fsync(file.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def _malloc_trim() -> Callable[[], int] | None:
+    """glibc's `malloc_trim(0)` (return free heap memory to the OS), or None without glibc."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return partial(trim, 0)
 
 
 def _close(wal: _Wal) -> None:
@@ -258,6 +276,7 @@ class LocalVectorStore(MemoryVectorStore):
         self.compact_after_records = compact_after_records
         self.compact_after_bytes = compact_after_bytes
         self._wals: dict[str, _Wal] = {}
+        self._trim = _malloc_trim()
 
     def _snapshot_path(self, workspace_id: str) -> Path:
         return self.store_dir / f"{workspace_id}{SNAPSHOT_SUFFIX}"
@@ -270,7 +289,6 @@ class LocalVectorStore(MemoryVectorStore):
             return await asyncio.to_thread(fn, *args)
         except OSError as exc:
             raise StoreError(f"local vector store I/O failed in {self.store_dir}: {exc}") from exc
-
 
     async def start(self) -> None:
         await self._io(self._prepare_dir)
@@ -326,6 +344,8 @@ class LocalVectorStore(MemoryVectorStore):
     def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         _atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id))
+        if self._trim is not None and state.size >= TRIM_AFTER_NODES:
+            self._trim()  # the encoded nodes are garbage now (see the module docstring)
 
     async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
@@ -412,4 +432,3 @@ class LocalVectorStore(MemoryVectorStore):
                     logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
                 finally:
                     await self._io(_close, wal)
-

@@ -16,9 +16,16 @@ against ~5 ms per layer for 64 short texts).
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
-worker thread (`asyncio.to_thread`), one forward pass at a time (BLAS already uses every core; on a machine whose
-cores are busy with other work, OpenBLAS's spin-waiting threads stall, and `OPENBLAS_NUM_THREADS=1` set before
-numpy is imported is the steadier choice). An LRU cache maps text → vector so repeated texts are not recomputed.
+worker thread (`asyncio.to_thread`), one call's forward pass at a time. An LRU cache maps text → vector so
+repeated texts are not recomputed.
+
+Threads: during a forward pass BLAS is limited to one thread (threadpoolctl; the limit is process-wide and
+restored afterwards), and a call's texts are split into up to `threads` chunks computed by that many worker
+threads (numpy releases the GIL in matmuls and large ufunc loops). OpenBLAS's own threads spin-wait for each other
+at every matmul, which stalls badly when other processes keep the cores busy; independent chunks do not.
+Measured with cookbook/bench/embedder_speed.py on 2 cores, texts/s before -> after: busy cores (load ~2-3),
+batch 1: 21-35 -> ~105, batch 64: 100-133 -> ~230; idle cores (load ~1), batch 1: 125-149 -> ~105 (a single
+text cannot be split, and two BLAS threads do help it when nothing else runs), batch 64: 317-340 -> 387-400.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from safetensors.numpy import load_file
+from threadpoolctl import ThreadpoolController
 from tokenizers import Encoding, Tokenizer
 
 from reme_service.errors import ConfigError, EmbeddingError
@@ -304,9 +313,12 @@ class LocalEmbeddingClient(EmbeddingClient):
         max_seq_length: int = 256,
         batch_size: int = 64,
         cache_size: int = 10000,
+        threads: int = 2,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
         if cache_size < 0:
             raise ValueError("cache_size must be 0 (no cache) or more")
         self._model_dir = find_model_dir(model_dir)
@@ -326,8 +338,11 @@ class LocalEmbeddingClient(EmbeddingClient):
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.cache_size = cache_size
+        self.threads = threads
         self._encoder: _BertEncoder | None = None
         self._tokenizer: Tokenizer | None = None
+        self._blas: ThreadpoolController | None = None  # limits BLAS to one thread during a forward pass
+        self._pool: ThreadPoolExecutor | None = None  # the extra workers of a split forward pass
         self._model_lock = threading.Lock()  # loading and forward passes, one at a time
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -370,6 +385,9 @@ class LocalEmbeddingClient(EmbeddingClient):
         with self._model_lock:
             self._encoder = None
             self._tokenizer = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         with self._cache_lock:
             self._cache.clear()
 
@@ -398,6 +416,7 @@ class LocalEmbeddingClient(EmbeddingClient):
         encoder = _BertEncoder(tensors, num_heads=self._num_heads, eps=self._eps)
         if encoder.hidden != self._dimensions or self.max_seq_length > encoder.max_positions:
             raise ConfigError(f"the MiniLM weights in {self._model_dir} do not match its config.json")
+        self._blas = self._blas or ThreadpoolController()
         self._encoder, self._tokenizer = encoder, tokenizer
         return encoder, tokenizer
 
@@ -470,16 +489,31 @@ class LocalEmbeddingClient(EmbeddingClient):
         return vectors
 
     def _forward_all(self, encoder: _BertEncoder, tokenizer: Tokenizer, texts: list[str]) -> NDArray[np.float32]:
-        """Tokenise, sort by length, run padded batches through the encoder, and restore the input order."""
+        """Tokenise, sort by length, run padded batches through the encoder (split over `threads` workers, BLAS
+        on one thread), and restore the input order. Call with `_model_lock` held."""
         encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self._dimensions), dtype=np.float32)
-        for chunk in self._chunks(order, lengths):
+        # Small calls are cut in `threads` chunks, so that every worker has one.
+        chunks = self._chunks(order, lengths, min(self.batch_size, -(-len(texts) // self.threads)))
+
+        def run(chunk: NDArray[np.int64]) -> None:
             out[chunk] = encoder.encode(*self._pad([encodings[i] for i in chunk], int(lengths[chunk[-1]])))
+
+        assert self._blas is not None
+        with self._blas.limit(limits=1, user_api="blas"):
+            if len(chunks) == 1 or self.threads == 1:
+                for chunk in chunks:
+                    run(chunk)
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
+                for _ in self._pool.map(run, chunks):
+                    pass  # re-raises a worker's exception
         return normalise_rows(out)
 
-    def _chunks(self, order: NDArray[np.int64], lengths: NDArray[np.int64]) -> list[NDArray[np.int64]]:
+    def _chunks(self, order: NDArray[np.int64], lengths: NDArray[np.int64], batch_size: int) -> list[NDArray[np.int64]]:
         """Split indices sorted by ascending length into batches of ≤ batch_size texts and ≤ the token budget."""
         chunks: list[NDArray[np.int64]] = []
         start = 0
@@ -487,7 +521,7 @@ class LocalEmbeddingClient(EmbeddingClient):
             end = start + 1
             while (
                 end < len(order)
-                and end - start < self.batch_size
+                and end - start < batch_size
                 and (end - start + 1) * int(lengths[order[end]]) <= self.max_tokens_per_forward
             ):
                 end += 1
