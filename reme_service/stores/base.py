@@ -32,8 +32,8 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
@@ -42,6 +42,13 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 _WORKSPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 Filter = dict[str, Any]
+T = TypeVar("T")
+
+
+def consume_exception(future: asyncio.Future[Any]) -> None:
+    """Mark a background future's exception as retrieved (its caller may have been cancelled)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def validate_workspace_id(workspace_id: str) -> str:
@@ -62,16 +69,32 @@ class VectorStore(ABC):
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         self.embedder = embedder
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._write_locks: dict[str, asyncio.Lock] = {}
+        self._pending: set[asyncio.Task[Any]] = set()
 
     def lock(self, workspace_id: str) -> asyncio.Lock:
         """The per-workspace lock callers hold around read-modify-write sequences."""
         return self._locks[workspace_id]
 
+    def _write_lock(self, workspace_id: str) -> asyncio.Lock:
+        """The store's own per-workspace write lock (separate from `lock`, so callers holding it can write)."""
+        return self._write_locks.setdefault(workspace_id, asyncio.Lock())
+
+    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a write to completion even if the awaiting caller is cancelled."""
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(consume_exception)
+        return await asyncio.shield(task)
+
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Open connections / load state. Called once by the app."""
 
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """Flush and release resources."""
+    async def close(self) -> None:
+        """Flush and release resources; the base waits for writes still running for cancelled callers."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def health(self) -> dict[str, Any]:
         """`{"status": "ok"}` or `{"status": "down", "reason": ...}`."""

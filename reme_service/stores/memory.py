@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from reme_service.errors import DimensionMismatchError, InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import Filter, VectorStore, validate_workspace_id
+from reme_service.stores.base import Filter, VectorStore, consume_exception, validate_workspace_id
 from reme_service.stores.filters import NodePredicate, compile_filter
 from reme_service.stores.lexical import LexicalIndex, fuse
 
@@ -57,12 +57,6 @@ INLINE_SEARCH_CELLS = 6_000_000
 _MIN_CAPACITY = 64
 _GROWTH = 1.5
 _NORM_TOLERANCE = 1e-4
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Mark a background future's exception as retrieved (its caller may have been cancelled)."""
-    if not future.cancelled():
-        future.exception()
 
 
 def json_copy(value: Any, *, what: str = "metadata") -> Any:
@@ -160,7 +154,7 @@ class _Gate:
                 release()
         # The gate is released when the thread ends, not when an awaiting caller is cancelled.
         future = asyncio.ensure_future(asyncio.to_thread(fn))
-        future.add_done_callback(lambda done: (release(), _consume(done)))
+        future.add_done_callback(lambda done: (release(), consume_exception(done)))
         return await asyncio.shield(future)
 
 
@@ -397,8 +391,6 @@ class MemoryVectorStore(VectorStore):
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
         self._spaces: dict[str, WorkspaceState] = {}
-        self._write_locks: dict[str, asyncio.Lock] = {}
-        self._pending: set[asyncio.Task[Any]] = set()
 
     # ----- persistence hooks (no-ops in RAM) -----
 
@@ -430,17 +422,6 @@ class MemoryVectorStore(VectorStore):
         return None
 
     # ----- plumbing -----
-
-    def _write_lock(self, workspace_id: str) -> asyncio.Lock:
-        return self._write_locks.setdefault(workspace_id, asyncio.Lock())
-
-    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a write to completion even if the awaiting caller is cancelled."""
-        task = asyncio.ensure_future(coro)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-        task.add_done_callback(_consume)
-        return await asyncio.shield(task)
 
     async def _open(self, workspace_id: str, *, create: bool) -> WorkspaceState | None:
         """The workspace's state, loading or creating it. Call with the workspace's write lock held."""
@@ -624,8 +605,3 @@ class MemoryVectorStore(VectorStore):
             return []
         work = partial(state.export, predicate, with_vectors)
         return await state.gate.run_shared(work, inline=state.size < INLINE_ROWS)
-
-    async def close(self) -> None:
-        """Wait for writes still running on behalf of cancelled callers."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)

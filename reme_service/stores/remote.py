@@ -13,11 +13,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import orjson
@@ -28,8 +27,6 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import VectorStore
 
-T = TypeVar("T")
-
 _NORM_TOLERANCE = 1e-4
 
 
@@ -38,11 +35,6 @@ def dimension_error(workspace_id: str, expected: int, actual: int, what: str) ->
         f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
         details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
     )
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 @dataclass(slots=True)
@@ -99,20 +91,7 @@ class RemoteVectorStore(VectorStore):
 
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
-        self._write_locks: dict[str, asyncio.Lock] = {}
-        self._pending: set[asyncio.Task[Any]] = set()
         self._last_seq = 0
-
-    def _write_lock(self, workspace_id: str) -> asyncio.Lock:
-        return self._write_locks.setdefault(workspace_id, asyncio.Lock())
-
-    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a write to completion even if the awaiting caller is cancelled."""
-        task = asyncio.ensure_future(coro)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-        task.add_done_callback(_consume)
-        return await asyncio.shield(task)
 
     def _next_seq(self) -> int:
         self._last_seq = max(time.time_ns(), self._last_seq + 1)
@@ -168,8 +147,3 @@ class RemoteVectorStore(VectorStore):
             return 0
         await self.upsert(dest, [n.model_copy(update={"workspace_id": dest}) for n in nodes])
         return len(nodes)
-
-    async def close(self) -> None:
-        """Wait for writes still running on behalf of cancelled callers."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
