@@ -42,8 +42,9 @@ from reme_service.stores.names import (
     chroma_temp_name,
     chroma_workspace_id,
 )
-from reme_service.stores.remote import Prepared, RemoteVectorStore, as_query, dimension_error, exact_top
+from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
 from reme_service.stores.remote_filter import plan_filter
+from reme_service.stores.vectors import as_query, dimension_error
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -54,8 +54,9 @@ from reme_service.stores.es_query import (
     reciprocal_rank_fusion,
 )
 from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_name
-from reme_service.stores.remote import Prepared, RemoteVectorStore, as_query, dimension_error, exact_top
+from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
+from reme_service.stores.vectors import as_query, dimension_error
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ type and value. Range operators compare numbers with numbers and strings with st
 match. Anything outside this grammar raises `InvalidRequestError` naming the offending key.
 
 `parse_filter` returns the conditions as data (what a backend with a native query language translates);
-`compile_filter` returns a predicate over nodes (a `VectorNode`, or any object with the same four attributes,
-like the stores' compact in-RAM rows), or None when there is nothing to check.
+`compile_filter` (or `compile_conditions` over parsed conditions) returns a predicate over nodes (a
+`VectorNode`, or any object with the same four attributes), or None when there is nothing to check.
 """
 
 from __future__ import annotations
@@ -235,7 +235,12 @@ def _compile_condition(condition: Condition) -> NodePredicate:
 
 def compile_filter(filter: Mapping[str, Any] | None) -> NodePredicate | None:
     """Parse `filter` once into a predicate over nodes; None when the filter is empty (everything matches)."""
-    predicates = [_compile_condition(c) for c in parse_filter(filter)]
+    return compile_conditions(parse_filter(filter))
+
+
+def compile_conditions(conditions: list[Condition]) -> NodePredicate | None:
+    """A predicate for all of `conditions` (from `parse_filter`); None when there are none."""
+    predicates = [_compile_condition(c) for c in conditions]
     if not predicates:
         return None
     if len(predicates) == 1:

@@ -1,8 +1,9 @@
 """The in-RAM vector store (backend "memory"), also the engine under the durable "local" backend.
 
 Each workspace is a `WorkspaceState`: one contiguous float32 matrix with spare capacity (grown by 1.5x), the
-nodes (stored without vectors) in row order, and an id -> row dict. Deleting swaps the last row into the hole,
-so the live rows stay contiguous and a search is one matrix-vector product over `matrix[:size]`. Listing
+nodes (`packed.StoredNode`: no vector, metadata as JSON bytes) in row order, and an id -> row dict. Deleting
+swaps the last row into the hole, so the live rows stay contiguous and a search is one matrix-vector product
+over `matrix[:size]`. Listing
 must follow insertion order, which the rows no longer do after a swap: the id -> row dict provides it, because
 a Python dict keeps insertion order, keeps a key's place when its value (the row) is reassigned, and forgets
 a key in O(1). So a replaced node keeps its original place, like a dict entry.
@@ -37,18 +38,24 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
-import orjson
 from numpy.typing import NDArray
 
-from reme_service.errors import DimensionMismatchError, InvalidRequestError
+from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter, VectorStore, consume_exception, validate_workspace_id
-from reme_service.stores.filters import NodePredicate, compile_filter
 from reme_service.stores.lexical import LexicalIndex, fuse
+from reme_service.stores.packed import (
+    PackedNodes,
+    StoredNode,
+    StoredPredicate,
+    compile_stored_filter,
+    export_node,
+)
+from reme_service.stores.vectors import as_query, dimension_error, normalise_rows
 
 T = TypeVar("T")
 
@@ -56,47 +63,6 @@ INLINE_ROWS = 2_000
 INLINE_SEARCH_CELLS = 6_000_000
 _MIN_CAPACITY = 64
 _GROWTH = 1.5
-_NORM_TOLERANCE = 1e-4
-
-
-def json_copy(value: Any, *, what: str = "metadata") -> Any:
-    """A deep copy of JSON-like data; InvalidRequestError when `value` is not JSON-serialisable."""
-    try:
-        return orjson.loads(orjson.dumps(value))
-    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
-        raise InvalidRequestError(f"{what} is not JSON-serialisable: {exc}") from exc
-
-
-class StoredNode:
-    """A node as held in RAM: the fields of a `VectorNode` minus the vector (which lives in the matrix), in
-    slots. Several times cheaper to create and smaller than a pydantic model, which matters for loading and
-    holding 100k nodes; filters read it like a `VectorNode`. Never handed out: `export_node` makes copies."""
-
-    __slots__ = ("unique_id", "workspace_id", "content", "metadata")
-
-    def __init__(self, unique_id: str, workspace_id: str, content: str, metadata: dict[str, Any]) -> None:
-        self.unique_id = unique_id
-        self.workspace_id = workspace_id
-        self.content = content
-        self.metadata = metadata
-
-
-def export_node(node: StoredNode, vector: NDArray[np.float32] | None = None) -> VectorNode:
-    """A copy of a stored node for a caller, who may mutate it freely."""
-    return VectorNode.model_construct(
-        unique_id=node.unique_id,
-        workspace_id=node.workspace_id,
-        content=node.content,
-        metadata=orjson.loads(orjson.dumps(node.metadata)),
-        vector=vector,
-    )
-
-
-def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
-    return DimensionMismatchError(
-        f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
-        details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
-    )
 
 
 class _Gate:
@@ -254,7 +220,7 @@ class WorkspaceState:
                 matrix[row] = matrix[last]
         return deleted
 
-    def search(self, query: NDArray[np.float32], top_k: int, predicate: NodePredicate | None) -> list[SearchHit]:
+    def search(self, query: NDArray[np.float32], top_k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
         n = self.size
         k = min(top_k, n)
         if k <= 0:
@@ -262,7 +228,7 @@ class WorkspaceState:
         return self._top_hits(_dot_rows(self.matrix[:n], query), k, predicate)
 
     def hybrid_search(
-        self, query: NDArray[np.float32], text: str, top_k: int, predicate: NodePredicate | None, weight: float
+        self, query: NDArray[np.float32], text: str, top_k: int, predicate: StoredPredicate | None, weight: float
     ) -> list[SearchHit]:
         """Like `search`, ranked by cosine fused with BM25 (`lexical.fuse`); builds the lexical index if needed."""
         n = self.size
@@ -283,7 +249,7 @@ class WorkspaceState:
                     index = self.lexical = LexicalIndex.build(node.content for node in self.nodes)
         return index
 
-    def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: NodePredicate | None) -> list[SearchHit]:
+    def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
         rows = _top_rows(scores, k) if predicate is None else self._filtered_top(scores, k, predicate)
         values = np.clip(scores[rows], 0.0, 1.0).tolist()
         return [
@@ -291,7 +257,7 @@ class WorkspaceState:
             for row, score in zip(rows.tolist(), values, strict=True)
         ]
 
-    def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: NodePredicate) -> NDArray[np.intp]:
+    def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate) -> NDArray[np.intp]:
         """The k best matching rows. The filter is evaluated lazily, best-scoring rows first, over a window of
         the top rows (any row outside scores no higher than those inside, so the first k matches are the
         answer); when a filter proves selective the window widens, and past half the rows every node is tested."""
@@ -308,7 +274,7 @@ class WorkspaceState:
         candidates = np.flatnonzero(np.fromiter(map(predicate, nodes), dtype=bool, count=n))
         return candidates[_top_rows(scores[candidates], min(k, len(candidates)))]
 
-    def export(self, predicate: NodePredicate | None, with_vectors: bool) -> list[VectorNode]:
+    def export(self, predicate: StoredPredicate | None, with_vectors: bool) -> list[VectorNode]:
         nodes = self.nodes
         rows = [row for row in self.rows.values() if predicate is None or predicate(nodes[row])]
         if not with_vectors:
@@ -344,18 +310,6 @@ def _search_inline(state: WorkspaceState) -> bool:
     return state.size * (state.dim or 0) <= INLINE_SEARCH_CELLS
 
 
-def _as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
-    query = np.asarray(vector, dtype=np.float32)
-    if query.ndim != 1:
-        raise InvalidRequestError("a query vector must be one-dimensional")
-    if query.shape[0] != dim:
-        raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
-    if not np.isfinite(query).all():
-        raise InvalidRequestError("the query vector holds NaN or infinity")
-    norm = float(np.linalg.norm(query))
-    return query / norm if norm > 0 and abs(norm - 1.0) > _NORM_TOLERANCE else query
-
-
 def _build_batch(
     workspace_id: str,
     unique: list[VectorNode],
@@ -369,17 +323,8 @@ def _build_batch(
             vectors[i] = node.vector
     if missing and embedded is not None:
         vectors[missing] = embedded
-    if not np.isfinite(vectors).all():
-        raise InvalidRequestError("a node vector holds NaN or infinity")
-    norms = np.linalg.norm(vectors, axis=1)
-    off = (np.abs(norms - 1.0) > _NORM_TOLERANCE) & (norms > 0)
-    if off.any():
-        vectors[off] /= norms[off, None]
-    nodes = [
-        StoredNode(n.unique_id, workspace_id, n.content, json_copy(n.metadata, what=f"the metadata of {n.unique_id!r}"))
-        for n in unique
-    ]
-    return Batch(nodes, vectors, dim)
+    nodes = [StoredNode.encode(n.unique_id, workspace_id, n.content, n.metadata) for n in unique]
+    return Batch(nodes, normalise_rows(vectors), dim)
 
 
 class MemoryVectorStore(VectorStore):
@@ -445,6 +390,8 @@ class MemoryVectorStore(VectorStore):
 
     async def _prepare(self, workspace_id: str, nodes: Sequence[VectorNode], dim: int | None) -> Batch:
         """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
+        if isinstance(nodes, PackedNodes):
+            return await self._prepare_packed(workspace_id, nodes, dim)
         latest: dict[str, VectorNode] = {}
         for node in nodes:
             latest[node.unique_id] = node  # first position, last version
@@ -470,6 +417,26 @@ class MemoryVectorStore(VectorStore):
                 raise dimension_error(workspace_id, expected, embedded.shape[-1], "the embedder's output")
         build = partial(_build_batch, workspace_id, unique, missing, embedded, expected)
         return build() if len(unique) < INLINE_ROWS else await asyncio.to_thread(build)
+
+    async def _prepare_packed(self, workspace_id: str, packed: PackedNodes, dim: int | None) -> Batch:
+        """`_prepare` for packed (vectorless) nodes: their rows are adopted as they are, not re-encoded."""
+        latest: dict[str, StoredNode] = {}
+        for row in packed.rows:
+            latest[row.unique_id] = row
+        rows = [
+            row if row.workspace_id == workspace_id else StoredNode(row.unique_id, workspace_id, row.content, row.meta)
+            for row in latest.values()
+        ]
+        expected = dim if dim is not None else self.embedder.dimensions
+        if not rows:
+            return Batch([], np.empty((0, expected), np.float32), dim)
+        if self.embedder.dimensions != expected:
+            raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
+        vectors = await self.embedder.embed([row.content for row in rows])
+        if vectors.shape != (len(rows), expected):
+            raise dimension_error(workspace_id, expected, vectors.shape[-1], "the embedder's output")
+        normalise = partial(normalise_rows, np.array(vectors, dtype=np.float32))
+        return Batch(rows, normalise() if len(rows) < INLINE_ROWS else await asyncio.to_thread(normalise), expected)
 
     # ----- writes -----
 
@@ -568,11 +535,11 @@ class MemoryVectorStore(VectorStore):
         self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
-        predicate = compile_filter(filter)
+        predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
-        query = _as_query(vector, workspace_id, state.dim)
+        query = as_query(vector, workspace_id, state.dim)
         work = partial(state.search, query, top_k, predicate)
         return await state.gate.run_shared(work, inline=_search_inline(state))
 
@@ -580,7 +547,7 @@ class MemoryVectorStore(VectorStore):
         self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
-        predicate = compile_filter(filter)
+        predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
@@ -589,7 +556,7 @@ class MemoryVectorStore(VectorStore):
         if state is None or state.dim is None or state.size == 0:
             return []
         work = partial(
-            state.hybrid_search, _as_query(vector, workspace_id, state.dim), query, top_k, predicate, lexical_weight
+            state.hybrid_search, as_query(vector, workspace_id, state.dim), query, top_k, predicate, lexical_weight
         )
         # A first hybrid search builds the index (tokenising every node): off the loop unless the workspace is small.
         inline = _search_inline(state) if state.lexical is not None else state.size < INLINE_ROWS // 8
@@ -599,7 +566,7 @@ class MemoryVectorStore(VectorStore):
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
     ) -> list[VectorNode]:
         validate_workspace_id(workspace_id)
-        predicate = compile_filter(filter)
+        predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.size == 0:
             return []

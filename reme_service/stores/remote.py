@@ -22,19 +22,11 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from reme_service.errors import DimensionMismatchError, InvalidRequestError
+from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import VectorStore
-
-_NORM_TOLERANCE = 1e-4
-
-
-def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
-    return DimensionMismatchError(
-        f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
-        details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
-    )
+from reme_service.stores.vectors import dimension_error, normalise_rows
 
 
 @dataclass(slots=True)
@@ -49,27 +41,6 @@ class Prepared:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def normalise_rows(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Scale rows to unit length (rows already within tolerance and zero rows are left as they are)."""
-    if not np.isfinite(vectors).all():
-        raise InvalidRequestError("a node vector holds NaN or infinity")
-    norms = np.linalg.norm(vectors, axis=1)
-    off = (np.abs(norms - 1.0) > _NORM_TOLERANCE) & (norms > 0)
-    if off.any():
-        vectors[off] /= norms[off, None]
-    return vectors
-
-
-def as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
-    """A query vector checked against the workspace's dimension, as a unit float32 vector."""
-    query = np.asarray(vector, dtype=np.float32)
-    if query.ndim != 1:
-        raise InvalidRequestError("a query vector must be one-dimensional")
-    if query.shape[0] != dim:
-        raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
-    return normalise_rows(query[None, :].copy())[0]
 
 
 def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:

@@ -1,0 +1,44 @@
+"""Vector checks every store shares: dimension errors, unit-length normalisation of stored rows and of queries.
+
+Stores keep unit vectors, so a dot product is the cosine. Rows already within `NORM_TOLERANCE` of unit length
+are left exactly as given (a vector read back is the one written); zero rows stay zero; NaN or infinity is a 400.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from reme_service.errors import DimensionMismatchError, InvalidRequestError
+
+NORM_TOLERANCE = 1e-4
+
+
+def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
+    return DimensionMismatchError(
+        f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
+        details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
+    )
+
+
+def normalise_rows(vectors: NDArray[np.float32], *, what: str = "a node vector") -> NDArray[np.float32]:
+    """`vectors` (changed in place) with every non-zero row off unit length scaled to it."""
+    if not np.isfinite(vectors).all():
+        raise InvalidRequestError(f"{what} holds NaN or infinity")
+    norms = np.linalg.norm(vectors, axis=1)
+    off = (np.abs(norms - 1.0) > NORM_TOLERANCE) & (norms > 0)
+    if off.any():
+        vectors[off] /= norms[off, None]
+    return vectors
+
+
+def as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
+    """A query vector checked against the workspace's dimension, as a unit float32 vector."""
+    query = np.asarray(vector, dtype=np.float32)
+    if query.ndim != 1:
+        raise InvalidRequestError("a query vector must be one-dimensional")
+    if query.shape[0] != dim:
+        raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
+    return normalise_rows(query[None, :].copy(), what="the query vector")[0]
