@@ -178,6 +178,8 @@ class ReMeApp:
         try:
             response = await runner.run(request, services=self.services, request_id=request_id)
         except ReMeError as error:
+            if error.status >= 500:  # the client gets the message; the operator should see it too
+                logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
             return error.status, error_envelope(error, request_id)
         return 200, response.model_dump(mode="json")
 

@@ -107,6 +107,26 @@ def _malloc_trim() -> Callable[[], int] | None:
     return partial(trim, 0)
 
 
+def _lock_dir(store_dir: Path) -> int | None:
+    """Hold an exclusive lock on `<store_dir>/.lock` (the open descriptor is returned and kept until `close`).
+    Each process keeps its own copy of the workspaces in RAM, so a second process writing the same files would
+    overwrite the first one's snapshots; it is refused at start instead. None where `fcntl` does not exist."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return None
+    fd = os.open(store_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"the local store in {store_dir} is in use by another process; it belongs to one process at a time "
+            "(run several service processes on a Chroma server instead: docs/scaling.md)"
+        ) from None
+    return fd
+
+
 def _close(wal: _Wal) -> None:
     if wal.fd is not None:
         fd, wal.fd = wal.fd, None
@@ -289,6 +309,7 @@ class LocalVectorStore(MemoryVectorStore):
         self.compact_after_bytes = compact_after_bytes
         self._wals: dict[str, _Wal] = {}
         self._trim = _malloc_trim()
+        self._dir_lock: int | None = None
 
     def _snapshot_path(self, workspace_id: str) -> Path:
         return self.store_dir / f"{workspace_id}{SNAPSHOT_SUFFIX}"
@@ -307,6 +328,8 @@ class LocalVectorStore(MemoryVectorStore):
 
     def _prepare_dir(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        if self._dir_lock is None:
+            self._dir_lock = _lock_dir(self.store_dir)
         for leftover in self.store_dir.glob(f"*{TMP_SUFFIX}"):
             leftover.unlink(missing_ok=True)
 
@@ -444,3 +467,6 @@ class LocalVectorStore(MemoryVectorStore):
                     logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
                 finally:
                     await self._io(_close, wal)
+        if self._dir_lock is not None:
+            fd, self._dir_lock = self._dir_lock, None
+            os.close(fd)

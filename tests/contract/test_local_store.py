@@ -287,3 +287,15 @@ async def test_kill_9_mid_write_loses_no_acknowledged_batch(tmp_path: Path) -> N
         acked |= set(got)
         in_flight.add(max(got) + 1)
         next_batch = await _check_after_crash(store_dir, acked, in_flight, close=round_ != 1) + 1
+
+
+async def test_a_store_dir_belongs_to_one_process_at_a_time(tmp_path: Path) -> None:
+    embedder = HashEmbeddingClient(dimensions=8)
+    first = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    await first.start()
+    second = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    with pytest.raises(StoreError, match="is in use by another process.*docs/scaling.md"):
+        await second.start()
+    await first.close()
+    await second.start()  # free once the first store is closed (or its process is gone)
+    await second.close()

@@ -126,8 +126,8 @@ async def test_index_follows_upsert_replace_delete_and_reload(store: VectorStore
     if isinstance(store, LocalVectorStore):  # snapshot + log replay on a fresh instance
         await store.upsert("ws", random_nodes(rng, 5, prefix="late"))
         await store.delete_ids("ws", ["r1", "r2"])
+        # read the files as a restart after a crash would (not started: `store` still holds the directory lock)
         reopened = LocalVectorStore(embedder=store.embedder, store_dir=store.store_dir)
-        await reopened.start()
         try:
             await check_in_sync(reopened, "ws", rng)
         finally:
