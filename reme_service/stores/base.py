@@ -22,8 +22,9 @@ Semantics every backend must honour (tests/contract/ checks them):
 * **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
   failure leaves the old workspace untouched.
 * **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.
-* **Concurrency**: single operations are atomic; `lock(workspace)` gives callers a per-workspace asyncio lock
-  for read-modify-write sequences.
+* **Concurrency**: single operations are atomic; `lock(workspace)` gives callers a per-workspace lock for
+  read-modify-write sequences: an asyncio lock, extended across processes by a store several service processes
+  share (Chroma in server mode: `shared_lock.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from reme_service.errors import InvalidRequestError
@@ -72,8 +74,9 @@ class VectorStore(ABC):
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._pending: set[asyncio.Task[Any]] = set()
 
-    def lock(self, workspace_id: str) -> asyncio.Lock:
-        """The per-workspace lock callers hold around read-modify-write sequences."""
+    def lock(self, workspace_id: str) -> AbstractAsyncContextManager[Any]:
+        """The per-workspace lock callers hold (`async with`) around read-modify-write sequences. Here it excludes
+        the other callers of this process; a store shared by several processes extends it across them."""
         return self._locks[workspace_id]
 
     def _write_lock(self, workspace_id: str) -> asyncio.Lock:

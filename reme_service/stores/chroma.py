@@ -35,15 +35,18 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter, validate_workspace_id
 from reme_service.stores.chroma_client import ChromaConnection, is_not_found
+from reme_service.stores.chroma_lease import ChromaLeases
 from reme_service.stores.chroma_where import SEQ_KEY, chroma_where, node_metadata, record_metadata, stale_keys
 from reme_service.stores.names import (
     check_chroma_prefix,
     chroma_collection_name,
+    chroma_lock_collection_name,
     chroma_temp_name,
     chroma_workspace_id,
 )
 from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
 from reme_service.stores.remote_filter import plan_filter
+from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import as_query, dimension_error
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,9 @@ class ChromaVectorStore(RemoteVectorStore):
         collection_prefix: str = "reme-",
         timeout: float = 30.0,
         hnsw: dict[str, Any] | None = None,
+        shared_lock: bool | None = None,
+        lock_ttl: float = 15.0,
+        lock_wait: float = 60.0,
     ) -> None:
         super().__init__(embedder=embedder)
         if (host is None) == (store_dir is None):
@@ -90,6 +96,11 @@ class ChromaVectorStore(RemoteVectorStore):
         self._collections: dict[str, Any] = {}
         self._dims: dict[str, int] = {}
         self._max_batch: int | None = None
+        if shared_lock and self.conn.embedded:
+            raise ValueError("shared_lock needs a Chroma server (host): an embedded Chroma belongs to one process")
+        if shared_lock is None and not self.conn.embedded or shared_lock:
+            leases = ChromaLeases(self.conn, chroma_lock_collection_name(self.prefix))
+            self.shared_lock = SharedLock(leases, ttl=lock_ttl, wait=lock_wait, where=self.conn.where)
 
     # ----- lifecycle -----
 

@@ -14,6 +14,9 @@ auto-created with a dynamic mapping), in chunks of `batch_size`, with `refresh` 
 read sees them; every item's result is checked and failures are reported by id. Search is `knn` with the
 filter as a pre-filter; `hybrid` adds a BM25 `match` on the content and fuses both rankings by reciprocal rank.
 Listing pages with `search_after` on `(seq, unique_id)`, so it has no 10,000 cap.
+
+Workspace locks are shared by every process on the cluster (unless `shared_lock` is off): lease documents in
+the index `<prefix>_0locks`, written with Elasticsearch's conditional writes (`stores/es_lease.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from reme_service.errors import InvalidRequestError, ReMeError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter, validate_workspace_id
+from reme_service.stores.es_lease import EsLeases
 from reme_service.stores.es_query import (
     META_WORKSPACE,
     SOURCE_WITH_VECTORS,
@@ -53,9 +57,10 @@ from reme_service.stores.es_query import (
     mapping_dims,
     reciprocal_rank_fusion,
 )
-from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_name
+from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_name, es_lock_index_name
 from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
+from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import as_query, dimension_error
 
 logger = logging.getLogger(__name__)
@@ -107,6 +112,9 @@ class ElasticsearchVectorStore(RemoteVectorStore):
         index_settings: dict[str, Any] | None = None,
         hybrid: bool = False,
         rrf_window: int = 50,
+        shared_lock: bool = True,
+        lock_ttl: float = 15.0,
+        lock_wait: float = 60.0,
     ) -> None:
         super().__init__(embedder=embedder)
         self.hosts = hosts
@@ -124,6 +132,9 @@ class ElasticsearchVectorStore(RemoteVectorStore):
             options.setdefault("serializer", OrjsonSerializer())
         self.es = AsyncElasticsearch(hosts, **options)
         self._dims: dict[str, int] = {}
+        if shared_lock:
+            leases = EsLeases(self.es, es_lock_index_name(self.prefix), self._guard)
+            self.shared_lock = SharedLock(leases, ttl=lock_ttl, wait=lock_wait, where=f"elasticsearch {hosts[0]}")
 
     # ----- plumbing -----
 

@@ -49,11 +49,18 @@ class ChromaStoreParams(BaseModel):
     collection_prefix: str = "reme-"
     timeout: float = Field(default=30.0, gt=0)
     hnsw: dict[str, Any] = Field(default_factory=dict)  # e.g. {"ef_search": 200}; "space" is ours
+    # Workspace locks shared by every service process on this server (default: on in server mode); a lease
+    # expires `lock_ttl` s after its holder stops renewing it; a waiter gives up (503) after `lock_wait` s.
+    shared_lock: bool | None = None
+    lock_ttl: float = Field(default=15.0, gt=0)
+    lock_wait: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _one_mode(self) -> ChromaStoreParams:
         if self.host and self.store_dir is not None:
             raise ValueError("give host (a Chroma server) or store_dir (embedded), not both")
+        if self.shared_lock and not self.host:
+            raise ValueError("shared_lock needs a Chroma server (host): an embedded Chroma belongs to one process")
         if "space" in self.hnsw:
             raise ValueError("hnsw.space is fixed by the store (inner product over unit vectors = cosine)")
         return self
@@ -82,6 +89,10 @@ class ElasticsearchStoreParams(BaseModel):
     index_settings: dict[str, Any] = Field(default_factory=dict)
     hybrid: bool = False
     rrf_window: int = Field(default=50, ge=1, le=10_000)
+    # workspace locks shared by every service process on the cluster (see the chroma parameters)
+    shared_lock: bool = True
+    lock_ttl: float = Field(default=15.0, gt=0)
+    lock_wait: float = Field(default=60.0, gt=0)
 
     def client_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {
@@ -178,6 +189,9 @@ def _create_server_store(
                 collection_prefix=parsed.collection_prefix,
                 timeout=parsed.timeout,
                 hnsw=parsed.hnsw,
+                shared_lock=parsed.shared_lock,
+                lock_ttl=parsed.lock_ttl,
+                lock_wait=parsed.lock_wait,
             )
         from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 
@@ -195,6 +209,9 @@ def _create_server_store(
             index_settings=parsed.index_settings,
             hybrid=parsed.hybrid,
             rrf_window=parsed.rrf_window,
+            shared_lock=parsed.shared_lock,
+            lock_ttl=parsed.lock_ttl,
+            lock_wait=parsed.lock_wait,
         )
     except ImportError as exc:
         raise ConfigError(

@@ -66,6 +66,11 @@ def chroma_temp_name(workspace_id: str, kind: str, token: str, prefix: str = "re
     return f"{prefix}{_chroma_encode(workspace_id)}_{kind}{token}"
 
 
+def chroma_lock_collection_name(prefix: str = "reme-") -> str:
+    """The collection of the stores' cross-process lock records; never decodes to a workspace (no `_e` end)."""
+    return f"{prefix}_locks"
+
+
 def chroma_workspace_id(name: str, prefix: str = "reme-") -> str | None:
     """The workspace a collection name stands for, or None when it is not one of ours."""
     if not name.startswith(prefix) or not name.endswith(_CHROMA_END) or len(name) < len(prefix) + 3:
@@ -118,6 +123,12 @@ def es_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
         kept.append(piece)
         used += len(piece)
     return f"{prefix}{''.join(kept)}{_ES_HASH_MARK}{digest}"
+
+
+def es_lock_index_name(prefix: str = "reme-") -> str:
+    """The index of the stores' cross-process lock records. No alias can equal it: in an encoded id `_` is followed
+    by `_` or a letter, and the hash mark `_0` by 16 hex digits; no concrete index either (those end in digits)."""
+    return f"{prefix}_0locks"
 
 
 def es_index_name(alias: str, generation: int) -> str:

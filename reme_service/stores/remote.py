@@ -9,12 +9,15 @@
   increasing) when its id is new and kept when it is replaced, so listing by it gives insertion order with a
   replaced node in its old place. (Several processes writing one workspace interleave by their clocks.)
 * `exact_top` ranks nodes in numpy: the fallback for filters a backend cannot express exactly.
+* `lock(workspace)`: with `shared_lock` set (Chroma in server mode, Elasticsearch), a lease in the shared server
+  on top of the process's asyncio lock, so read-modify-write flows are safe across service processes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +29,7 @@ from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import VectorStore
+from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import dimension_error, normalise_rows
 
 
@@ -63,6 +67,22 @@ class RemoteVectorStore(VectorStore):
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
         self._last_seq = 0
+        self.shared_lock: SharedLock | None = None  # set by a backend whose workspace locks span processes
+
+    def lock(self, workspace_id: str) -> AbstractAsyncContextManager[Any]:
+        """With a shared lock, the workspace lock also excludes every other process using the same server and
+        prefix (a lease record, see `shared_lock.py`); the process's own asyncio lock is taken first."""
+        if self.shared_lock is None:
+            return super().lock(workspace_id)
+        return self._locked_everywhere(workspace_id, self.shared_lock)
+
+    def _locked_everywhere(self, workspace_id: str, shared: SharedLock) -> AbstractAsyncContextManager[None]:
+        return shared.hold(workspace_id, self._locks[workspace_id])
+
+    async def close(self) -> None:
+        await super().close()
+        if self.shared_lock is not None:
+            await self.shared_lock.close()
 
     def _next_seq(self) -> int:
         self._last_seq = max(time.time_ns(), self._last_seq + 1)

@@ -17,6 +17,7 @@ import pytest
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.names import es_lock_index_name
 from tests.contract.store_contract import (
     CORPUS,
     DIM,
@@ -50,6 +51,7 @@ def es_url() -> Iterator[str]:
 async def _drop_all(store: ElasticsearchVectorStore) -> None:
     for workspace in await store.list_workspaces():
         await store.delete_workspace(workspace)
+    await store.es.options(ignore_status=404).indices.delete(index=es_lock_index_name(store.prefix))
 
 
 def make_store(embedder: CountingEmbedder, url: str, **options: object) -> ElasticsearchVectorStore:

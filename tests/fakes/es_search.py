@@ -38,6 +38,7 @@ class Index:
     visible: dict[str, dict[str, Any]] = field(default_factory=dict)  # as of the last refresh (search)
     versions: Counter[str] = field(default_factory=Counter)
     seq_no: int = 0
+    doc_seq: dict[str, int] = field(default_factory=dict)  # each live document's _seq_no (for if_seq_no)
     # query results over `visible`, valid until the next refresh (Elasticsearch caches filters per segment too)
     cache: dict[bytes, list[tuple[str, float]]] = field(default_factory=dict)
 

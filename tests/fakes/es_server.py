@@ -10,7 +10,8 @@ with serve_in_thread(fake.app) as url:
 Implemented: `GET/HEAD /` (info, product header); index create (`PUT /{index}` with settings, mappings and aliases;
 name rules; already-exists), exists (`HEAD`), get (`GET /{target}`, wildcards), delete (concrete names only),
 `GET /{target}/_mapping`; `GET /_alias/{name}` and atomic `POST /_aliases` (add, remove, remove_index);
-`POST /_bulk` (index and delete actions, per-item results and errors, `require_alias`, `refresh`; documents are
+`POST /_bulk` (index, create and delete actions, per-item results and errors, `require_alias`, `refresh`,
+`if_seq_no` / `if_primary_term` conditions; documents are
 checked against a strict mapping: unknown fields, dense_vector dimensions and zero vectors under cosine, field
 types); `POST /{target}/_refresh`; realtime `POST /{target}/_mget`; and `POST /{target}/_search` with `query`
 (`match_all`, `bool` with filter/must/should/must_not/minimum_should_match, `term`, `terms`, `range`, `ids`,
@@ -347,10 +348,12 @@ class FakeElasticsearch:
                     raise EsError(404, "index_not_found_exception", f"no such index [{target}]")
                 index = self.indices[target]
             touched.add(index.name)
+            _check_version(index, doc_id, meta)
             index.seq_no += 1
             base = {"_index": index.name, "_id": doc_id, "_primary_term": 1, "_seq_no": index.seq_no}
             if kind == "delete":
                 found = index.docs.pop(doc_id, None) is not None
+                index.doc_seq.pop(doc_id, None)
                 index.versions[doc_id] += 1
                 result = {"result": "deleted" if found else "not_found", "status": 200 if found else 404}
                 return {**base, "_version": index.versions[doc_id], **result}
@@ -361,6 +364,7 @@ class FakeElasticsearch:
             check_object(index.props(), source, index.mappings.get("dynamic", "true"), doc_id, "_doc")
             existed = doc_id in index.docs
             index.docs[doc_id] = source
+            index.doc_seq[doc_id] = index.seq_no
             index.versions[doc_id] += 1
             result = {"result": "updated" if existed else "created", "status": 200 if existed else 201}
             return {**base, "_version": index.versions[doc_id], **result}
@@ -399,6 +403,8 @@ class FakeElasticsearch:
                             "_index": index.name,
                             "_id": doc_id,
                             "_version": index.versions[doc_id],
+                            "_seq_no": index.doc_seq[doc_id],
+                            "_primary_term": 1,
                             "found": True,
                             "_source": filtered,
                         }
@@ -552,6 +558,21 @@ class FakeElasticsearch:
         if sort is not None:
             hit["sort"] = sort
         return hit
+
+
+def _check_version(index: Index, doc_id: str, meta: dict[str, Any]) -> None:
+    """Optimistic concurrency: `if_seq_no` / `if_primary_term` must name the document's current version."""
+    if "if_seq_no" not in meta and "if_primary_term" not in meta:
+        return
+    current = index.doc_seq.get(doc_id)
+    wanted, term = meta.get("if_seq_no"), meta.get("if_primary_term")
+    if current is None or current != wanted or term != 1:
+        found = "no document was found" if current is None else f"current document has seqNo [{current}]"
+        raise EsError(
+            409,
+            "version_conflict_engine_exception",
+            f"[{doc_id}]: version conflict, required seqNo [{wanted}], primary term [{term}]. but {found}",
+        )
 
 
 @contextmanager

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from reme_service import ReMeApp
+from tests.fakes.service_process import running_service
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -48,43 +47,16 @@ def test_help(tmp_path: Path) -> None:
     assert result.returncode == 0 and "usage: reme" in result.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_cli_serves_http_until_terminated(tmp_path: Path) -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reme_service", f"http.port={port}", "embedding_model.default.backend=hash"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={k: v for k, v in os.environ.items() if not k.startswith("FLOW_")},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    proc.terminate()
-                    raise AssertionError(proc.communicate(timeout=20)[1].decode()) from None
-                time.sleep(0.1)
+    with running_service(tmp_path, "embedding_model.default.backend=hash") as base_url:
+        r = httpx.get(f"{base_url}/health", timeout=5)
         assert r.json()["status"] == "healthy"
         r = httpx.post(
-            f"http://127.0.0.1:{port}/vector_store",
+            f"{base_url}/vector_store",
             json={"workspace_id": "w", "action": "insert", "memory_dicts": [{"when_to_use": "a", "content": "b"}]},
         )
         assert r.json()["success"] is True
         assert (tmp_path / "reme_data" / "vector_store").is_dir()  # the local store's default place
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.communicate(timeout=20)
 
 
 @pytest.mark.anyio

@@ -1,0 +1,215 @@
+"""The cross-process workspace lock (`stores/shared_lock.py`) on each shared backend: a real `chroma run` server and
+Elasticsearch (its protocol test server, or a real cluster with REME_TEST_ES_URL). Each store below has its own
+client connection, exactly as two service processes would; the service-level test with two real processes is
+tests/service/test_multiprocess.py."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+
+from reme_service.errors import StoreError
+from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.schema.vector_node import VectorNode
+from reme_service.stores.chroma import ChromaVectorStore
+from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.remote import RemoteVectorStore
+from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
+from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
+
+pytestmark = pytest.mark.anyio
+
+StoreFactory = Callable[..., RemoteVectorStore]
+
+
+@pytest.fixture(params=["chroma", "elasticsearch"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
+    """`make(**options)`: a new store (own connection) on the shared server under one collection/index prefix."""
+    prefix = f"l{secrets.token_hex(4)}-"
+    if request.param == "chroma":
+        server: ChromaServer = request.getfixturevalue("chroma_server")
+    else:
+        url: str = request.getfixturevalue("es_url")
+    async with AsyncExitStack() as stack:
+
+        def make(**options: object) -> RemoteVectorStore:
+            store: RemoteVectorStore
+            embedder = HashEmbeddingClient(dimensions=16)
+            if request.param == "chroma":
+                store = ChromaVectorStore(
+                    embedder=embedder, host=server.host, port=server.port, collection_prefix=prefix, **options
+                )  # type: ignore[arg-type]
+            else:
+                store = ElasticsearchVectorStore(embedder=embedder, hosts=[url], index_prefix=prefix, **options)  # type: ignore[arg-type]
+            stack.push_async_callback(store.close)
+            return store
+
+        yield make
+
+
+async def _lease_owner(store: RemoteVectorStore, workspace_id: str) -> str | None:
+    assert store.shared_lock is not None
+    holder = await store.shared_lock.backend.holder(workspace_id)  # type: ignore[attr-defined]
+    return None if holder is None else holder.owner
+
+
+async def test_read_modify_write_from_two_connections_loses_nothing(stores: StoreFactory) -> None:
+    first, second = stores(), stores()
+    node = VectorNode(unique_id="counter", workspace_id="ws", content="a counter", metadata={"n": 0})
+    await first.upsert("ws", [node])
+
+    async def increment(store: RemoteVectorStore) -> None:
+        async with store.lock("ws"):
+            (current,) = await store.get("ws", ["counter"])
+            await asyncio.sleep(0.01)  # widen the read-write window
+            current.metadata["n"] += 1
+            await store.upsert("ws", [current])
+
+    await asyncio.gather(*(increment(store) for _ in range(12) for store in (first, second)))
+    (final,) = await second.get("ws", ["counter"])
+    assert final.metadata["n"] == 24
+    assert await _lease_owner(first, "ws") is None  # every lease was released
+    assert await first.list_workspaces() == ["ws"]  # the lock collection is not a workspace
+
+
+async def test_a_waiter_gives_up_with_a_503_naming_the_workspace(stores: StoreFactory) -> None:
+    holder, waiter = stores(), stores(lock_wait=0.3)
+    async with holder.lock("busy"):
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
+            async with waiter.lock("busy"):
+                pytest.fail("the lock was granted twice")
+        assert 0.3 <= time.monotonic() - started < 3
+        assert caught.value.status == 503
+    async with waiter.lock("busy"):  # free again once released
+        pass
+
+
+async def test_a_held_lease_is_renewed_and_a_dead_holders_lease_is_taken_over(
+    stores: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder, waiter = stores(lock_ttl=0.6), stores(lock_ttl=0.6, lock_wait=0.2)
+    async with holder.lock("ws"):
+        await asyncio.sleep(1.5)  # longer than the ttl: only renewals keep the lease
+        with pytest.raises(StoreError):
+            async with waiter.lock("ws"):
+                pass
+    # a process that died holding the lock: its record stays, with an expiry in the past
+    assert holder.shared_lock is not None
+    dead = await holder.shared_lock.backend.claim("ws", "dead-process", time.time() - 1)
+    assert dead is not None and dead.owner == "dead-process"
+    patient = stores(lock_wait=5)
+    with caplog.at_level(logging.WARNING, logger="reme_service.stores.shared_lock"):
+        started = time.monotonic()
+        async with patient.lock("ws"):
+            assert time.monotonic() - started < 2
+            assert await _lease_owner(patient, "ws") not in (None, "dead-process")
+    assert "from a holder whose lease expired" in caplog.text
+    assert await _lease_owner(patient, "ws") is None
+
+
+async def test_a_cancelled_waiter_leaves_no_lease_behind(stores: StoreFactory) -> None:
+    holder, waiter = stores(), stores()
+    async with holder.lock("ws"):
+        task = asyncio.ensure_future(waiter.lock("ws").__aenter__())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await asyncio.sleep(0.2)  # a claim that completed after the cancellation is released in the background
+    assert await _lease_owner(holder, "ws") is None
+    third = stores(lock_wait=1)
+    async with third.lock("ws"):
+        pass
+
+
+async def test_shared_locks_can_be_turned_off(stores: StoreFactory) -> None:
+    local_only = stores(shared_lock=False)
+    assert local_only.shared_lock is None
+    async with local_only.lock("ws"):
+        assert await _lease_owner(stores(), "ws") is None
+
+
+async def test_an_embedded_chroma_cannot_share_locks(tmp_path: Path) -> None:
+    embedded = ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path)
+    assert embedded.shared_lock is None
+    with pytest.raises(ValueError, match="shared_lock needs a Chroma server"):
+        ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path, shared_lock=True)
+
+
+async def test_queued_sections_of_one_process_share_a_lease_within_the_handoff_limit(stores: StoreFactory) -> None:
+    store = stores()
+    assert store.shared_lock is not None
+    store.shared_lock.max_handoffs = 3
+    owners: list[str | None] = []
+
+    async def section() -> None:
+        async with store.lock("ws"):
+            owners.append(await _lease_owner(store, "ws"))
+
+    await asyncio.gather(*(section() for _ in range(7)))
+    assert None not in owners
+    runs = [len(list(group)) for _, group in itertools.groupby(owners)]
+    assert runs == [3, 3, 1]  # handed on twice, then released and taken anew
+    assert await _lease_owner(store, "ws") is None  # released once nobody waits
+
+
+async def test_a_process_with_a_queue_lets_the_other_process_in(stores: StoreFactory) -> None:
+    first, second = stores(), stores()
+    for store in (first, second):
+        assert store.shared_lock is not None
+        store.shared_lock.max_handoffs = 2
+    order: list[str] = []
+
+    async def section(store: RemoteVectorStore, name: str) -> None:
+        async with store.lock("ws"):
+            order.append(name)
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(section(first, "a") for _ in range(6)), *(section(second, "b") for _ in range(6)))
+    assert sorted(order) == ["a"] * 6 + ["b"] * 6
+    assert len(list(itertools.groupby(order))) > 2  # turns alternate, nobody waits for all the rest
+
+
+async def test_a_lease_kept_for_a_waiter_that_is_cancelled_is_released(stores: StoreFactory) -> None:
+    store = stores()
+
+    async def section() -> None:
+        async with store.lock("ws"):
+            pass
+
+    async with store.lock("ws"):
+        waiter = asyncio.ensure_future(section())
+        await asyncio.sleep(0.05)  # queued behind us: our lease will be kept for it
+    waiter.cancel()  # before it got to run
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await asyncio.sleep(0.3)
+    assert await _lease_owner(store, "ws") is None
+
+
+async def test_a_stale_holder_can_neither_release_nor_renew_the_new_holders_lease(stores: StoreFactory) -> None:
+    store = stores()
+    assert store.shared_lock is not None
+    leases = store.shared_lock.backend
+    stale = await leases.claim("k", "stalled", time.time() - 1)
+    assert stale is not None and stale.owner == "stalled"
+    await leases.drop("k", stale)  # the takeover: the expired lease is removed, a new one claimed
+    fresh = await leases.claim("k", "new", time.time() + 30)
+    assert fresh is not None and fresh.owner == "new"
+    await leases.drop("k", stale)  # the stalled process wakes up and releases what it thinks it holds
+    assert await leases.renew("k", stale, time.time() + 30) is None
+    current = await leases.holder("k")  # type: ignore[attr-defined]
+    assert current is not None and current.owner == "new"
+    renewed = await leases.renew("k", fresh, time.time() + 60)
+    assert renewed is not None and renewed.owner == "new"
+    await leases.drop("k", renewed)
+    assert await leases.holder("k") is None  # type: ignore[attr-defined]

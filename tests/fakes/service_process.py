@@ -1,0 +1,65 @@
+"""The service as a real separate process: `python -m reme_service` on a free loopback port, for tests (and benchmarks)
+that need several processes or the real command line.
+
+`running_service(cwd, *overrides)` starts it with the given config overrides (the `FLOW_*` variables of this
+environment are not passed on, so the LLM is `none` unless the overrides say otherwise), waits until `/health`
+answers, yields the base URL and terminates the process when the block ends. If it exits or does not answer in
+time, the error carries the tail of its stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_service(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> Iterator[str]:
+    port = free_port()
+    cwd.mkdir(parents=True, exist_ok=True)
+    log_path = cwd / f"service-{port}.log"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FLOW_")}
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reme_service", f"http.port={port}", *overrides],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                httpx.get(f"{base_url}/health", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    tail = log_path.read_text(errors="replace")[-3000:]
+                    state = f"exited with {process.returncode}" if process.poll() is not None else "did not answer"
+                    raise RuntimeError(f"the service on port {port} {state}:\n{tail}") from None
+                time.sleep(0.1)
+        yield base_url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
