@@ -206,8 +206,8 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
         assert dupes["same situation again"]["duplicate_of"] == kept[0]["memory_id"]
         assert all(d["similarity"] > 0.5 for d in dupes.values())
         embed_calls = fake.requests_to("embeddings")[embeds_before:]
-        # one call embeds the 4 candidates for dedup; the store update embeds the 2 kept ones
-        assert [len(body["input"]) for body in embed_calls] == [4, 2]
+        # one call embeds the 4 candidates for dedup; the store update reuses the vectors of the 2 kept ones
+        assert [len(body["input"]) for body in embed_calls] == [4]
         assert len(await stored(app)) == 3
 
 

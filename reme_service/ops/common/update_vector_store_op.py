@@ -42,10 +42,13 @@ class UpdateVectorStoreOp(Op):
             nodes.append(memory.to_vector_node())
         if nodes:
             existing = {n.unique_id: n for n in await store.get(workspace, [n.unique_id for n in nodes])}
+            embedded = ctx.get(keys.EMBEDDED, {}).get(self.params.store, {})
             for node in nodes:
                 old = existing.get(node.unique_id)
                 if old is not None and old.content == node.content and old.vector is not None:
                     node.vector = old.vector
+                elif (vector := embedded.get(node.content)) is not None:
+                    node.vector = vector  # embedded earlier in this request (dedup), by this store's embedder
             await store.upsert(workspace, nodes)
         written = {n.unique_id for n in nodes}
         to_delete = [i for i in ctx.get(keys.DELETED_MEMORY_IDS, []) if i not in written]

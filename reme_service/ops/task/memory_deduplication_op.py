@@ -9,7 +9,8 @@ of the batch already kept (a matrix product). A candidate whose best cosine simi
 ReMe 0.2 embedded `when_to_use + content` for every pair (O(n²) embedding calls) and, through a wrong
 attribute name, never compared against the stored memories at all.
 
-Writes `memory_list` (context and response) and `answer`, so the answer lists exactly what is stored.
+Writes `memory_list` (context and response) and `answer`, so the answer lists exactly what is stored, and
+`embedded` (the candidates' vectors), which `UpdateVectorStoreOp` reuses instead of embedding them again.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class MemoryDeduplicationOp(Op):
             return
         store = ctx.services.store(self.params.store)
         vectors = await store.embedder.embed([m.when_to_use for m in memories])
+        embedded = ctx.get(keys.EMBEDDED, {})
+        embedded.setdefault(self.params.store, {}).update((m.when_to_use, vectors[i]) for i, m in enumerate(memories))
+        ctx[keys.EMBEDDED] = embedded  # UpdateVectorStoreOp stores the kept memories with these vectors
         threshold = self.params.similarity_threshold
         task_only = {"metadata.memory_type": "task"}
         exists = await store.exists_workspace(ctx.workspace_id)
