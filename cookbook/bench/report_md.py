@@ -82,6 +82,14 @@ class Target:
     measure: Callable[[Any], float | None]  # None: not measured in this run
     floor: Callable[[Any], float | None] = lambda report: None
     reme: float | None = None
+    digits: int = 2  # of the measured value
+
+    @property
+    def goal_text(self) -> str:
+        if self.goal == 0 and not self.higher_is_better:  # a count that must be zero
+            return f"0 {self.unit}".rstrip()
+        op = ">=" if self.higher_is_better else "<="
+        return f"{op} {self.goal:g} {self.unit}".rstrip()
 
     def verdict(self, value: float | None) -> str:
         if value is None or math.isnan(value):
@@ -124,6 +132,12 @@ def summary_ms(report: Any) -> float | None:
     return max(rows) if rows else None
 
 
+def shared_lock_losses(report: Any) -> float | None:
+    """Lost writes + failed requests with the shared lock on (None when that mode did not run)."""
+    rows = [r for r in report.multiprocess if r["mode"] == "on"]
+    return float(sum(r["lost"] + r["failures"] for r in rows)) if rows else None
+
+
 TARGETS = (
     Target(
         "p50 latency, 10k, 1 client",
@@ -155,6 +169,7 @@ TARGETS = (
     Target("RSS growth / raw vectors, 100k", "x", 2.0, False, rss_ratio),
     Target("local MiniLM, batch 64", "texts/s", 200.0, True, embedder_rate),
     Target("summary overhead (worst batch)", "ms/traj", 5.0, False, summary_ms),
+    Target("lost writes, 2 processes on one Chroma server (shared lock)", "", 0.0, False, shared_lock_losses, digits=0),
 )
 
 
@@ -164,20 +179,19 @@ def target_rows(report: Any) -> tuple[list[list[str]], list[str]]:
         value = target.measure(report)
         floor = target.floor(report)
         verdict = target.verdict(value)
-        op = ">=" if target.higher_is_better else "<="
-        shown = num(value, 2, target.unit) if value is not None else NA
+        shown = num(value, target.digits, target.unit) if value is not None else NA
         rows.append(
             [
                 target.label,
                 shown,
-                f"{op} {target.goal:g} {target.unit}",
+                target.goal_text,
                 f"**{verdict}**" if verdict == "MISS" else verdict,
                 num(floor, 2, target.unit) if floor is not None else "-",
                 ratio(value, floor) if value is not None and floor is not None else "-",
                 num(target.reme, 1, target.unit) if target.reme is not None else "-",
             ]
         )
-        verdicts.append(f"{target.label}: {shown} (target {op} {target.goal:g} {target.unit}) {verdict}")
+        verdicts.append(f"{target.label}: {shown} (target {target.goal_text}) {verdict}")
     return rows, verdicts
 
 
@@ -316,6 +330,42 @@ def load_and_rss_section(report: Any) -> list[str]:
     return [*lines, *table(header, rows)]
 
 
+def multiprocess_section(report: Any) -> list[str]:
+    lines = ["## Several service processes on one Chroma server", ""]
+    if report.multiprocess_reason:
+        return [*lines, f"Not measured: {report.multiprocess_reason}.", ""]
+    args = report.args
+    lines += [
+        f"cookbook/bench/multiprocess_writers.py: {args.multiprocess_processes} service processes (hash embedder, no "
+        "LLM) share one `chroma run` server and take three write workloads at once, "
+        f"{args.multiprocess_requests} requests each, from {args.multiprocess_clients} clients in all (round-robin "
+        "over the processes): counters (`record_task_memory` counting a use of 3 memories) and tool appends "
+        "(`add_tool_call_result`), both read-modify-writes, and inserts (distinct ids, a control). Mode on = the "
+        "store's shared workspace lock (`shared_lock=true`, the default with a Chroma server), which also excludes "
+        "the other processes; off = each process only locks its own requests, so the read-modify-write flows "
+        "overwrite each other: losses (and failures) there are expected and only reported. Lost = successful "
+        "writes missing from the store afterwards; stored/expected as read back (counters: increments summed over "
+        "the 3 memories); req/s = requests / wall time from the common start to that workload's last answer.",
+        "",
+    ]
+    rows = [
+        [
+            r["mode"],
+            r["workload"],
+            str(r["requests"]),
+            str(r["failures"]),
+            str(r["lost"]),
+            f"{r['stored']}/{r['expected']}",
+            num(r["p50_ms"], 1),
+            num(r["p95_ms"], 1),
+            num(r["req_per_s"], 1),
+        ]
+        for r in report.multiprocess
+    ]
+    header = ["mode", "workload", "requests", "failures", "lost", "stored/expected", "p50 ms", "p95 ms", "req/s"]
+    return [*lines, *table(header, rows)]
+
+
 def embedder_section(report: Any) -> list[str]:
     lines = ["## Embedders", ""]
     if report.embedder_reason:
@@ -381,6 +431,12 @@ def locomo_section(report: Any) -> list[str]:
 
 def problems_section(report: Any) -> list[str]:
     failures = [f"{run.store} {s.size:,}: {f}" for run in report.stores for s in run.sizes for f in s.failures[:5]]
+    failures += [  # with the lock off, failures are expected (see the section)
+        f"multiprocess, shared lock on, {r['workload']}: {f}"
+        for r in report.multiprocess
+        if r["mode"] == "on"
+        for f in r["failure_examples"]
+    ]
     if not failures and not report.errors:
         return []
     return ["## Problems", "", *(f"- {line}" for line in [*report.errors, *failures]), ""]
@@ -408,6 +464,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *floors_section(report),
         *retrieval_section(report),
         *load_and_rss_section(report),
+        *multiprocess_section(report),
         *embedder_section(report),
         *summary_section(report),
         *locomo_section(report),

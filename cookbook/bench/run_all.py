@@ -16,7 +16,14 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    below 300 req/s on 2 cores even against the echo floor (see http_load.py); `--client httpx` uses it anyway.
 3. The search floor: a raw numpy matrix-vector top-k over the same matrix (the same library texts through the
    same hash embedder), in this process: BLAS `matrix @ q` and `np.vecdot`, each followed by argpartition.
-4. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
+4. Several service processes on one Chroma server [multiprocess_writers] (when chromadb and its `chroma`
+   command are installed): one `chroma run` server and 2 service processes sharing it (hash embedder, no LLM)
+   take three write workloads at once from 16 clients (quick: 8), 60 requests each (quick: 20,
+   `--multiprocess-requests`): counter increments (`record_task_memory`) and tool-call appends
+   (`add_tool_call_result`), both read-modify-writes, and plain inserts, first with the store's shared workspace
+   lock on (`shared_lock=true`, the default), then off, with fresh processes and collections each time; the
+   store is then read back for lost writes. Target: nothing lost and no failure with the lock on.
+5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
    with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
    is missing, or a part that is skipped, leaves a row saying so.
 
@@ -62,7 +69,8 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "embedder", "summary", "locomo")
+PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo")
+MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
 
@@ -128,6 +136,8 @@ class Report:
     echo_reason: str = ""
     topk: dict[int, TopK] = field(default_factory=dict)
     stores: list[StoreRun] = field(default_factory=list)
+    multiprocess: list[dict[str, Any]] = field(default_factory=list)  # one row per mode and workload
+    multiprocess_reason: str = ""
     embedder: list[dict[str, Any]] = field(default_factory=list)
     embedder_reason: str = ""
     summary: list[dict[str, Any]] = field(default_factory=list)
@@ -436,6 +446,60 @@ def optional_module(name: str) -> ModuleType | None:
     return importlib.import_module(name)
 
 
+def multiprocess_args(writers: ModuleType, args: argparse.Namespace) -> argparse.Namespace:
+    """multiprocess_writers.py's options for this run (its own defaults for the rest: lock TTL, request timeout)."""
+    argv = [
+        "--processes",
+        str(args.multiprocess_processes),
+        "--requests",
+        str(args.multiprocess_requests),
+        "--concurrency",
+        str(args.multiprocess_clients),
+        "--modes",
+        ",".join(writers.MODES),
+        "--python",
+        args.python,
+        "--startup-timeout",
+        str(args.startup_timeout),
+    ]
+    if args.dir:
+        argv += ["--dir", args.dir]
+    return writers.parse_args([*argv, "--", *args.overrides])
+
+
+def multiprocess_rows(results: Sequence[Any]) -> list[dict[str, Any]]:
+    """One row per mode and workload of multiprocess_writers' results."""
+    return [
+        {
+            "mode": result.mode,
+            "workload": w.name,
+            "requests": w.requests,
+            "failures": len(w.failures),
+            "failure_examples": w.failures[:5],
+            "lost": w.lost,
+            "stored": w.stored,
+            "expected": w.expected,
+            "p50_ms": w.latency_ms(50),
+            "p95_ms": w.latency_ms(95),
+            "req_per_s": w.req_per_s,
+        }
+        for result in results
+        for w in result.workloads
+    ]
+
+
+def bench_multiprocess(args: argparse.Namespace, report: Report) -> None:
+    writers = optional_module("multiprocess_writers")
+    if writers is None:
+        report.multiprocess_reason = "cookbook/bench/multiprocess_writers.py is missing"
+        return
+    if reason := chroma_reason():
+        report.multiprocess_reason = reason
+        return
+    print(f"\n== {args.multiprocess_processes} service processes on one Chroma server", flush=True)
+    report.multiprocess = multiprocess_rows(writers.run(multiprocess_args(writers, args)))
+
+
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:
     speed = optional_module("embedder_speed")
     if speed is None:
@@ -524,6 +588,16 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _choices(allowed: Sequence[str]) -> Any:
     def parse(text: str) -> list[str]:
         values = [part.strip() for part in text.split(",") if part.strip()]
@@ -549,6 +623,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="load generator: http_load.py (default) or retrieval_speed.py's httpx client, which saturates first",
     )
     parser.add_argument("--skip", type=_choices(PARTS), default=[], help=f"parts to leave out: {', '.join(PARTS)}")
+    parser.add_argument(
+        "--multiprocess-requests",
+        type=_positive_int,
+        help="requests per workload in the multiprocess part (default 60, quick 20)",
+    )
     parser.add_argument("--embedder-seconds", type=float, help="seconds per embedder figure (default 3, quick 1)")
     parser.add_argument("--summary-requests", type=int, help="timed requests per summary row (default 20, quick 5)")
     parser.add_argument("--summary-batches", type=_int_list, default=[1, 8], help="trajectories per request")
@@ -571,10 +650,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "embedder_seconds": 1.0 if quick else 3.0,
         "summary_requests": 5 if quick else 20,
         "locomo_conversations": 2 if quick else 0,
+        "multiprocess_requests": 20 if quick else 60,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    args.multiprocess_processes = MULTIPROCESS_PROCESSES
+    args.multiprocess_clients = 8 if quick else 16
     if bad := [o for o in args.overrides if "=" not in o]:
         parser.error(f"overrides must be key=value: {' '.join(bad)}")
     if args.output is None:
@@ -612,7 +694,12 @@ def run(args: argparse.Namespace) -> Report:
                 run_http_parts(args, report, tmp)
             except (RuntimeError, httpx.HTTPError, OSError) as exc:
                 report.errors.append(f"the HTTP benchmarks stopped: {exc}")
-            for part, fn in (("embedder", bench_embedder), ("summary", bench_summary), ("locomo", bench_locomo)):
+            for part, fn in (
+                ("multiprocess", bench_multiprocess),
+                ("embedder", bench_embedder),
+                ("summary", bench_summary),
+                ("locomo", bench_locomo),
+            ):
                 if part in args.skip:
                     setattr(report, f"{part}_reason", f"skipped (--skip {part})")
                     continue

@@ -10,6 +10,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -19,6 +20,9 @@ from tests.conftest import REPO_ROOT
 BENCH = REPO_ROOT / "cookbook" / "bench"
 SIZES = (20, 40)
 CLIENTS = (1, 4)
+TARGETS_HEADING = "Targets (DESIGN §8, issue 9)"
+MULTIPROCESS_HEADING = "Several service processes on one Chroma server"
+MULTIPROCESS_TARGET = "lost writes, 2 processes on one Chroma server (shared lock)"
 
 
 def load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
@@ -49,7 +53,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.C
         "--stores",
         "memory,local",
         "--skip",
-        "embedder,locomo",
+        "embedder,locomo,multiprocess",
         "--summary-requests",
         "1",
         "--summary-batches",
@@ -91,12 +95,13 @@ def test_report_names_the_machine_and_the_load(quick_report: tuple[subprocess.Co
 
 
 def test_targets_table_lists_every_target(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
-    table = rows(section(quick_report[1], "Targets (DESIGN §8, issue 9)"))
+    table = rows(section(quick_report[1], TARGETS_HEADING))
     labels = [row[0] for row in table[2:]]
-    assert len(labels) == 7 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
+    assert len(labels) == 8 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
     verdicts = {row[0]: row[3] for row in table[2:]}
     assert verdicts["p50 latency, 10k, 1 client"] == "not measured"  # 10k is not among the sizes
     assert verdicts["summary overhead (worst batch)"] in ("ok", "**MISS**")
+    assert verdicts[MULTIPROCESS_TARGET] == "not measured"  # skipped
 
 
 def test_floors_are_measured_for_every_size_and_client_count(
@@ -133,10 +138,55 @@ def test_load_rss_and_the_optional_parts(quick_report: tuple[subprocess.Complete
     assert all(float(row[2]) >= 0 and "per 100k" in row[8] for row in measured)  # load s (0.00 at 20)
     assert "skipped (--skip embedder)" in section(text, "Embedders")
     assert "skipped (--skip locomo)" in section(text, "LoCoMo dev retrieval quality")
+    assert "skipped (--skip multiprocess)" in section(text, MULTIPROCESS_HEADING)
     summary = section(text, "Summary framework overhead")
     if "Not available" not in summary:  # the script may not exist yet; then the section says so
         flows = [row[0] for row in rows(summary)[2:]]
         assert flows == ["summary_task_memory", "summary_task_memory_simple"]
+
+
+@pytest.fixture
+def chroma_available() -> None:
+    """Skips unless run_all.py's chroma_reason() is empty (chromadb and its `chroma` command installed)."""
+    probe = "import run_all; print(run_all.chroma_reason())"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=BENCH, capture_output=True, text=True, timeout=60, check=True
+    )
+    if reason := result.stdout.strip():
+        pytest.skip(f"the multiprocess part cannot run here: {reason}")
+
+
+@pytest.mark.usefixtures("chroma_available")
+def test_multiprocess_part_reports_both_modes_and_its_target(tmp_path: Path) -> None:
+    output = tmp_path / "report.md"
+    command = [
+        sys.executable,
+        str(BENCH / "run_all.py"),
+        "--quick",
+        "--multiprocess-requests",
+        "6",
+        "--skip",
+        "retrieval,floors,embedder,summary,locomo",
+        "--output",
+        str(output),
+    ]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = output.read_text(encoding="utf-8")
+    table = rows(section(text, MULTIPROCESS_HEADING))
+    header = ["mode", "workload", "requests", "failures", "lost", "stored/expected", "p50 ms", "p95 ms", "req/s"]
+    assert table[0] == header
+    measured = {(row[0], row[1]): row for row in table[2:]}
+    workloads = ("counters", "tool appends", "inserts")
+    assert set(measured) == {(mode, w) for mode in ("on", "off") for w in workloads}
+    assert all(row[2] == "6" for row in measured.values())
+    for workload in workloads:  # with the shared lock nothing is lost and nothing fails
+        row = measured["on", workload]
+        assert row[3] == "0" and row[4] == "0", row
+    assert measured["on", "counters"][5] == "18/18"
+    targets = {row[0]: row for row in rows(section(text, TARGETS_HEADING))[2:]}
+    assert targets[MULTIPROCESS_TARGET][1:4] == ["0", "0", "ok"]
+    assert f"{MULTIPROCESS_TARGET}: 0 (target 0) ok" in result.stdout
 
 
 def test_lean_client_reads_chunked_and_sized_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
