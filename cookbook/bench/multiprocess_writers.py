@@ -336,16 +336,6 @@ def print_mode(result: ModeResult, args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def _modes(text: str) -> list[str]:
     values = [part.strip() for part in text.split(",") if part.strip()]
     if not values or any(v not in MODES for v in values):
@@ -355,9 +345,9 @@ def _modes(text: str) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--processes", type=_positive_int, default=2, help="service processes per mode (default 2)")
-    parser.add_argument("--requests", type=_positive_int, default=60, help="requests per workload (default 60)")
-    parser.add_argument("--concurrency", type=_positive_int, default=16, help="concurrent clients in total")
+    parser.add_argument("--processes", type=rs.positive_int, default=2, help="service processes per mode (default 2)")
+    parser.add_argument("--requests", type=rs.positive_int, default=60, help="requests per workload (default 60)")
+    parser.add_argument("--concurrency", type=rs.positive_int, default=16, help="concurrent clients in total")
     parser.add_argument(
         "--modes", type=_modes, default=list(MODES), help="shared-lock settings to run (default on,off)"
     )

@@ -588,16 +588,6 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def _choices(allowed: Sequence[str]) -> Any:
     def parse(text: str) -> list[str]:
         values = [part.strip() for part in text.split(",") if part.strip()]
@@ -625,7 +615,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip", type=_choices(PARTS), default=[], help=f"parts to leave out: {', '.join(PARTS)}")
     parser.add_argument(
         "--multiprocess-requests",
-        type=_positive_int,
+        type=rs.positive_int,
         help="requests per workload in the multiprocess part (default 60, quick 20)",
     )
     parser.add_argument("--embedder-seconds", type=float, help="seconds per embedder figure (default 3, quick 1)")
