@@ -11,7 +11,8 @@ What runs, in this order (each part reuses the benchmark script named in bracket
 2. For each store (memory, local, chroma when the `chroma` store choice exists and chromadb is installed), one
    service subprocess (hash embedder) [retrieval_speed: server, synthetic library, load, RSS, response check]:
    for N = 1k, 10k, 100k the library is loaded over HTTP (timed), the server's RSS read, then
-   `retrieve_task_memory` (top_k 3) timed sequentially (1 client) and under 16 and 64 concurrent clients.
+   `retrieve_task_memory` (top_k 3) timed sequentially (1 client) and under 16 and 64 concurrent clients, and the
+   RSS read again (the first hybrid search builds the workspace's BM25 index).
    The client is http_load.py, a lean keep-alive HTTP/1.1 client: retrieval_speed's httpx client saturates
    below 300 req/s on 2 cores even against the echo floor (see http_load.py); `--client httpx` uses it anyway.
 3. The search floor: a raw numpy matrix-vector top-k over the same matrix (the same library texts through the
@@ -101,6 +102,7 @@ class SizeRun:
     loaded: int = 0
     rss_mib: float = float("nan")
     rss_delta_mib: float = float("nan")
+    rss_searched_delta_mib: float = float("nan")  # growth once the searches ran (hybrid index, caches) too
     vectors_mib: float = 0.0
     cells: list[Cell] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -394,6 +396,7 @@ def bench_size(
     print(f"   {store} {size:,}: loaded in {run.load_s:.2f} s, RSS {run.rss_mib:.0f} MiB (+{run.rss_delta_mib:.0f})")
     run.cells, failures = measure_cells(server, workspace_id, queries, args)
     run.failures.extend(failures)
+    run.rss_searched_delta_mib = (server.rss_bytes() - rss_before) / 2**20
     return run
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import math
 import re
 import subprocess
 import sys
@@ -135,7 +136,9 @@ def test_load_rss_and_the_optional_parts(quick_report: tuple[subprocess.Complete
     assert sorted((row[0], int(row[1])) for row in measured) == sorted(
         (store, n) for store in ("memory", "local") for n in SIZES
     )
-    assert all(float(row[2]) >= 0 and "per 100k" in row[8] for row in measured)  # load s (0.00 at 20)
+    assert all(float(row[2]) >= 0 and "per 100k" in row[10] for row in measured)  # load s (0.00 at 20)
+    for row in measured:  # growth after the load, then after the searches (which may build the BM25 index)
+        assert row[7].endswith("x") and row[9].endswith("x") and math.isfinite(float(row[8]))
     assert "skipped (--skip embedder)" in section(text, "Embedders")
     assert "skipped (--skip locomo)" in section(text, "LoCoMo dev retrieval quality")
     assert "skipped (--skip multiprocess)" in section(text, MULTIPROCESS_HEADING)
