@@ -11,18 +11,16 @@ removed (so "Caroline's paintings" matches "caroline" and "painting"); digits ar
 Maintenance is incremental — `append` / `replace` / `remove` cost O(terms of the document) — and a delete that
 moves the last row into the hole (the store's swap-delete) re-keys only the moved document's postings
 (`remove`). Scoring touches only the postings of the query's terms (vectorised with numpy per term). Memory:
-the postings only (about 40 MB for 100k short texts; texts are not copied); building it for 100k texts takes
-about 2 s.
+the postings only, 8 bytes each (texts are not copied).
 
-Per-term posting arrays are cached for scoring and dropped when the term's postings change. Not thread-safe by
-itself: the store mutates it under its exclusive gate and reads it under the shared gate (concurrent readers
-may both fill the same cache entry, with equal arrays).
+Not thread-safe by itself: the store mutates it under its exclusive gate and reads it under the shared gate.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 
@@ -69,18 +67,22 @@ def tokenize(text: str) -> list[str]:
 class LexicalIndex:
     """BM25 postings by row. `size` rows exist (0..size-1), as in the store's matrix.
 
+    A term's postings are one `array('i')` of interleaved `(row, term frequency)` pairs, in no particular order:
+    8 bytes a posting and one object a term (a dict of row -> frequency per term took ~37 MiB for 100k short
+    texts; this takes a few). Removing a posting finds its pair with one vectorised scan of the term's array and
+    moves the term's last pair into its place. Scoring copies a query term's pairs into numpy (a memcpy).
+
     The index keeps no copy of the texts: the store holds them, and passes the old text of a row it replaces or
     deletes (re-tokenising it is cheaper than keeping every document's terms in RAM).
     """
 
-    __slots__ = ("_arrays", "_lengths", "_postings", "_size", "_total")
+    __slots__ = ("_lengths", "_postings", "_size", "_total")
 
     def __init__(self) -> None:
         self._size = 0
         self._lengths: NDArray[np.float32] = np.zeros(64, np.float32)  # row -> document length
-        self._postings: dict[str, dict[int, int]] = {}  # term -> {row: term frequency}
+        self._postings: dict[str, array[int]] = {}  # term -> (row, tf) pairs, interleaved
         self._total = 0  # sum of document lengths
-        self._arrays: dict[str, tuple[NDArray[np.intp], NDArray[np.float32]]] = {}  # term -> (rows, tf), cached
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> LexicalIndex:
@@ -95,10 +97,14 @@ class LexicalIndex:
 
     def _index(self, row: int, text: str) -> None:
         counts = Counter(tokenize(text))
-        postings, arrays = self._postings, self._arrays
+        postings = self._postings
         for term, tf in counts.items():
-            postings.setdefault(term, {})[row] = tf
-            arrays.pop(term, None)
+            pairs = postings.get(term)
+            if pairs is None:
+                postings[term] = array("i", (row, tf))
+            else:
+                pairs.append(row)
+                pairs.append(tf)
         length = sum(counts.values())
         if row >= len(self._lengths):
             grown = np.zeros(max(row + 1, len(self._lengths) * 3 // 2), np.float32)
@@ -108,12 +114,13 @@ class LexicalIndex:
         self._total += length
 
     def _unindex(self, row: int, text: str) -> None:
-        postings, arrays = self._postings, self._arrays
+        postings = self._postings
         for term in set(tokenize(text)):
-            arrays.pop(term, None)
-            rows = postings[term]
-            del rows[row]
-            if not rows:
+            pairs = postings[term]
+            at = _pair_of(pairs, row)
+            pairs[at : at + 2] = pairs[-2:]
+            del pairs[-2:]
+            if not pairs:
                 del postings[term]
         self._total -= int(self._lengths[row])
         self._lengths[row] = 0
@@ -134,11 +141,10 @@ class LexicalIndex:
         last = self._size - 1
         self._unindex(row, text)
         if row != last:
-            postings, arrays = self._postings, self._arrays
+            postings = self._postings
             for term in set(tokenize(last_text)):
-                arrays.pop(term, None)
-                rows = postings[term]
-                rows[row] = rows.pop(last)
+                pairs = postings[term]
+                pairs[_pair_of(pairs, last)] = row
             self._lengths[row] = self._lengths[last]
             self._lengths[last] = 0
         self._size = last
@@ -154,16 +160,21 @@ class LexicalIndex:
             postings = self._postings.get(term)
             if not postings:
                 continue
-            df = len(postings)
+            pairs = np.array(postings, dtype=np.int32).reshape(-1, 2)  # a copy: no view pins the array's buffer
+            rows, tf = pairs[:, 0], pairs[:, 1].astype(np.float32)
+            df = len(rows)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            cached = self._arrays.get(term)
-            if cached is None:
-                cached = (np.fromiter(postings.keys(), np.intp, df), np.fromiter(postings.values(), np.float32, df))
-                self._arrays[term] = cached
-            rows, tf = cached
             norm = K1 * (1.0 - B + B * self._lengths[rows] / average)
             out[rows] += np.float32(idf) * tf * (K1 + 1.0) / (tf + norm)
         return out
+
+
+def _pair_of(pairs: array[int], row: int) -> int:
+    """The index in `pairs` of `row`'s pair (its row entry). The numpy view is gone before `pairs` can change."""
+    found = np.flatnonzero(np.frombuffer(pairs, dtype=np.int32)[0::2] == row)
+    if not len(found):
+        raise KeyError(row)
+    return 2 * int(found[0])
 
 
 def fuse(cosine: NDArray[np.float32], lexical: NDArray[np.float32], weight: float) -> NDArray[np.float32]:

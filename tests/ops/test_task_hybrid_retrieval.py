@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from reme_service.app import ReMeApp
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
-from reme_service.stores.lexical import LexicalIndex, fuse, tokenize
+from reme_service.stores.lexical import K1, B, LexicalIndex, fuse, tokenize
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import MemoryVectorStore
 
@@ -60,6 +61,25 @@ def test_incremental_index_equals_a_rebuilt_one() -> None:
             query = " ".join(rng.choices(WORDS, k=3))
             np.testing.assert_allclose(index.scores(query), LexicalIndex.build(texts).scores(query), rtol=1e-5)
     assert index.size == len(texts)
+
+
+def test_scores_are_the_bm25_formula() -> None:
+    texts = ["red apple pie", "green apple", "apple apple tart", "blue sky", ""]
+    query = "apple pie sky"
+    docs = [tokenize(t) for t in texts]
+    average = sum(len(d) for d in docs) / len(docs)
+    expected = []
+    for doc in docs:
+        score = 0.0
+        for term in set(tokenize(query)):
+            df = sum(term in d for d in docs)
+            tf = doc.count(term)
+            if df and tf:
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(doc) / average))
+        expected.append(score)
+    np.testing.assert_allclose(LexicalIndex.build(texts).scores(query), expected, rtol=1e-5)
+    assert expected[2] > expected[1] > 0 and expected[4] == 0  # tf counts; an empty text scores nothing
 
 
 def test_fuse_keeps_scores_in_unit_range() -> None:
