@@ -43,7 +43,6 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter, VectorStore, consume_exception, validate_workspace_id
@@ -55,7 +54,14 @@ from reme_service.stores.packed import (
     compile_stored_filter,
     export_node,
 )
-from reme_service.stores.vectors import as_query, dimension_error, normalise_rows
+from reme_service.stores.vectors import (
+    as_query,
+    batch_dimension,
+    dimension_error,
+    embed_checked,
+    latest_by_id,
+    normalise_rows,
+)
 
 T = TypeVar("T")
 
@@ -392,29 +398,14 @@ class MemoryVectorStore(VectorStore):
         """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
         if isinstance(nodes, PackedNodes):
             return await self._prepare_packed(workspace_id, nodes, dim)
-        latest: dict[str, VectorNode] = {}
-        for node in nodes:
-            latest[node.unique_id] = node  # first position, last version
-        unique = list(latest.values())
+        unique = latest_by_id(nodes)
         if not unique:
             return Batch([], np.empty((0, dim or 0), np.float32), dim)
-        for node in unique:
-            if node.vector is not None and np.ndim(node.vector) != 1:
-                raise InvalidRequestError(f"the vector of node {node.unique_id!r} must be one-dimensional")
-        first = unique[0].vector
-        expected = dim if dim is not None else (len(first) if first is not None else self.embedder.dimensions)
+        expected = batch_dimension(workspace_id, unique, dim, self.embedder.dimensions)
         missing = [i for i, node in enumerate(unique) if node.vector is None]
-        for node in unique:
-            if node.vector is not None and len(node.vector) != expected:
-                what = f"the vector of node {node.unique_id!r}"
-                raise dimension_error(workspace_id, expected, len(node.vector), what)
         embedded: NDArray[np.float32] | None = None
         if missing:
-            if self.embedder.dimensions != expected:
-                raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
-            embedded = await self.embedder.embed([unique[i].content for i in missing])
-            if embedded.shape != (len(missing), expected):
-                raise dimension_error(workspace_id, expected, embedded.shape[-1], "the embedder's output")
+            embedded = await embed_checked(self.embedder, workspace_id, [unique[i].content for i in missing], expected)
         build = partial(_build_batch, workspace_id, unique, missing, embedded, expected)
         return build() if len(unique) < INLINE_ROWS else await asyncio.to_thread(build)
 
@@ -430,11 +421,7 @@ class MemoryVectorStore(VectorStore):
         expected = dim if dim is not None else self.embedder.dimensions
         if not rows:
             return Batch([], np.empty((0, expected), np.float32), dim)
-        if self.embedder.dimensions != expected:
-            raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
-        vectors = await self.embedder.embed([row.content for row in rows])
-        if vectors.shape != (len(rows), expected):
-            raise dimension_error(workspace_id, expected, vectors.shape[-1], "the embedder's output")
+        vectors = await embed_checked(self.embedder, workspace_id, [row.content for row in rows], expected)
         normalise = partial(normalise_rows, np.array(vectors, dtype=np.float32))
         return Batch(rows, normalise() if len(rows) < INLINE_ROWS else await asyncio.to_thread(normalise), expected)
 

@@ -30,7 +30,7 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.shared_lock import SharedLock
-from reme_service.stores.vectors import dimension_error, normalise_rows
+from reme_service.stores.vectors import batch_dimension, embed_checked, latest_by_id, normalise_rows
 
 
 @dataclass(slots=True)
@@ -90,34 +90,18 @@ class RemoteVectorStore(VectorStore):
 
     async def prepare(self, workspace_id: str, nodes: Sequence[VectorNode], dim: int | None) -> Prepared:
         """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
-        latest: dict[str, VectorNode] = {}
-        for node in nodes:
-            latest[node.unique_id] = node
-        unique = list(latest.values())
+        unique = latest_by_id(nodes)
         if not unique:
             return Prepared([], [], [], np.empty((0, dim or 0), np.float32), dim)
-        for node in unique:
-            if node.vector is not None and np.ndim(node.vector) != 1:
-                raise InvalidRequestError(f"the vector of node {node.unique_id!r} must be one-dimensional")
-        first = unique[0].vector
-        expected = dim if dim is not None else (len(first) if first is not None else self.embedder.dimensions)
-        for node in unique:
-            if node.vector is not None and len(node.vector) != expected:
-                raise dimension_error(
-                    workspace_id, expected, len(node.vector), f"the vector of node {node.unique_id!r}"
-                )
+        expected = batch_dimension(workspace_id, unique, dim, self.embedder.dimensions)
         missing = [i for i, node in enumerate(unique) if node.vector is None]
         vectors = np.empty((len(unique), expected), np.float32)
         for i, node in enumerate(unique):
             if node.vector is not None:
                 vectors[i] = node.vector
         if missing:
-            if self.embedder.dimensions != expected:
-                raise dimension_error(workspace_id, expected, self.embedder.dimensions, "the embedder's output")
-            embedded = await self.embedder.embed([unique[i].content for i in missing])
-            if embedded.shape != (len(missing), expected):
-                raise dimension_error(workspace_id, expected, embedded.shape[-1], "the embedder's output")
-            vectors[missing] = embedded
+            texts = [unique[i].content for i in missing]
+            vectors[missing] = await embed_checked(self.embedder, workspace_id, texts, expected)
         metadatas = []
         for node in unique:
             try:

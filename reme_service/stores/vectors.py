@@ -1,4 +1,5 @@
-"""Vector checks every store shares: dimension errors, unit-length normalisation of stored rows and of queries.
+"""Vector checks every store shares: a batch's ids and dimensions, embedding the nodes that carry no vector,
+dimension errors, unit-length normalisation of stored rows and of queries.
 
 Stores keep unit vectors, so a dot product is the cosine. Rows already within `NORM_TOLERANCE` of unit length
 are left exactly as given (a vector read back is the one written); zero rows stay zero; NaN or infinity is a 400.
@@ -12,6 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError
+from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.schema.vector_node import VectorNode
 
 NORM_TOLERANCE = 1e-4
 
@@ -21,6 +24,40 @@ def dimension_error(workspace_id: str, expected: int, actual: int, what: str) ->
         f"{what} has dimension {actual}, but workspace {workspace_id!r} holds vectors of dimension {expected}",
         details={"workspace_id": workspace_id, "expected": expected, "actual": actual},
     )
+
+
+def latest_by_id(nodes: Sequence[VectorNode]) -> list[VectorNode]:
+    """One node per id: the last version, at the id's first position."""
+    latest: dict[str, VectorNode] = {}
+    for node in nodes:
+        latest[node.unique_id] = node
+    return list(latest.values())
+
+
+def batch_dimension(workspace_id: str, unique: Sequence[VectorNode], dim: int | None, embedder_dim: int) -> int:
+    """The dimension a non-empty batch must have (`dim`, else its first vector's, else the embedder's), after
+    checking that every vector given is one-dimensional and of that dimension."""
+    for node in unique:
+        if node.vector is not None and np.ndim(node.vector) != 1:
+            raise InvalidRequestError(f"the vector of node {node.unique_id!r} must be one-dimensional")
+    first = unique[0].vector
+    expected = dim if dim is not None else (len(first) if first is not None else embedder_dim)
+    for node in unique:
+        if node.vector is not None and len(node.vector) != expected:
+            raise dimension_error(workspace_id, expected, len(node.vector), f"the vector of node {node.unique_id!r}")
+    return expected
+
+
+async def embed_checked(
+    embedder: EmbeddingClient, workspace_id: str, texts: list[str], expected: int
+) -> NDArray[np.float32]:
+    """`embedder.embed(texts)`, refused (before and after the call) unless its vectors have dimension `expected`."""
+    if embedder.dimensions != expected:
+        raise dimension_error(workspace_id, expected, embedder.dimensions, "the embedder's output")
+    vectors = await embedder.embed(texts)
+    if vectors.shape != (len(texts), expected):
+        raise dimension_error(workspace_id, expected, vectors.shape[-1], "the embedder's output")
+    return vectors
 
 
 def normalise_rows(vectors: NDArray[np.float32], *, what: str = "a node vector") -> NDArray[np.float32]:
