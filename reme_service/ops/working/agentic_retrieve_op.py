@@ -21,7 +21,7 @@ from reme_service.flow.context import FlowContext
 from reme_service.flow.op import Op, OpParams
 from reme_service.ops.working import message_offload_op
 from reme_service.ops.working.agent_tools import AgentTool, GrepTool, ReadFileTool
-from reme_service.ops.working.message_io import parse_messages, simple_dicts
+from reme_service.ops.working.message_io import parse_messages
 from reme_service.ops.working.offload import DiskView, OffloadParams, llm_snapshotter, offload, read_request
 from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
 from reme_service.ops.working.react_loop import react_loop
@@ -80,10 +80,4 @@ class AgenticRetrieveOp(Op):
         llm = ctx.services.llm(params.llm)
         result = await react_loop(llm, messages, tools, max_steps=params.max_steps, prepare=prepare)
         ctx.response.answer = result.answer
-        ctx.response.metadata.update(
-            messages=simple_dicts(result.messages),
-            steps=result.steps,
-            tool_calls=result.tool_calls,
-            stopped=result.stopped,
-            written_files=list(dict.fromkeys(written)),
-        )
+        ctx.response.metadata.update(result.report(), written_files=list(dict.fromkeys(written)))

@@ -17,6 +17,7 @@ from typing import Any
 from reme_service.errors import ReMeError
 from reme_service.ops.working.agent_tools import AgentTool
 from reme_service.ops.working.aio import run_all
+from reme_service.ops.working.message_io import simple_dicts
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.messages import Message, Role, ToolCall
 
@@ -34,6 +35,15 @@ class LoopResult:
     def answer(self) -> str:
         last = self.messages[-1] if self.messages else None
         return last.text if last is not None and last.role is Role.ASSISTANT else ""
+
+    def report(self) -> dict[str, Any]:
+        """What a flow answering with this loop puts in `metadata`: the messages (plain dicts) and the counts."""
+        return {
+            "messages": simple_dicts(self.messages),
+            "steps": self.steps,
+            "tool_calls": self.tool_calls,
+            "stopped": self.stopped,
+        }
 
 
 async def run_tool(tools: Mapping[str, AgentTool], call: ToolCall) -> str:

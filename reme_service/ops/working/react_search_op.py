@@ -20,7 +20,6 @@ from reme_service.errors import InvalidRequestError
 from reme_service.flow.context import FlowContext
 from reme_service.flow.op import Op, OpParams
 from reme_service.ops.working.agentic_retrieve_op import conversation, require_llm
-from reme_service.ops.working.message_io import simple_dicts
 from reme_service.ops.working.react_loop import react_loop
 from reme_service.ops.working.search_tools import SEARCH_TOOLS
 from reme_service.prompts.loader import prompt_file_for
@@ -66,9 +65,4 @@ class ReactSearchOp(Op):
         llm = ctx.services.llm(params.llm)
         result = await react_loop(llm, messages, {tool.name: tool}, max_steps=params.max_steps)
         ctx.response.answer = result.answer
-        ctx.response.metadata.update(
-            messages=simple_dicts(result.messages),
-            steps=result.steps,
-            tool_calls=result.tool_calls,
-            stopped=result.stopped,
-        )
+        ctx.response.metadata.update(result.report())
