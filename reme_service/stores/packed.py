@@ -56,11 +56,6 @@ class StoredNode:
             raise InvalidRequestError(f"the metadata of {unique_id!r} is not JSON-serialisable: {exc}") from exc
         return cls(unique_id, workspace_id, content, compact_bytes(meta))
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """A fresh decode of the metadata."""
-        return orjson.loads(self.meta)  # type: ignore[no-any-return]
-
 
 def export_node(node: StoredNode, vector: NDArray[np.float32] | None = None) -> VectorNode:
     """A copy of a stored node for a caller."""

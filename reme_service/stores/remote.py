@@ -74,10 +74,7 @@ class RemoteVectorStore(VectorStore):
         prefix (a lease record, see `shared_lock.py`); the process's own asyncio lock is taken first."""
         if self.shared_lock is None:
             return super().lock(workspace_id)
-        return self._locked_everywhere(workspace_id, self.shared_lock)
-
-    def _locked_everywhere(self, workspace_id: str, shared: SharedLock) -> AbstractAsyncContextManager[None]:
-        return shared.hold(workspace_id, self._locks[workspace_id])
+        return self.shared_lock.hold(workspace_id, self._locks[workspace_id])
 
     async def close(self) -> None:
         await super().close()
