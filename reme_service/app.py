@@ -30,7 +30,7 @@ from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
-from reme_service.stores.factory import create_store
+from reme_service.stores.factory import create_store, parse_store_params
 
 logger = logging.getLogger("reme_service")
 
@@ -77,6 +77,8 @@ class ReMeApp:
         ]
         self.op_registry = build_op_registry()
         self.flows = self._build_flows()
+        for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
+            parse_store_params(store_cfg.backend, store_cfg.params)
         self.services: Services | None = None
         self._started = False
 

@@ -141,15 +141,21 @@ def _parse(backend: str, model: type[BaseModel], params: Mapping[str, Any]) -> A
         ) from exc
 
 
-def create_store(backend: str, params: Mapping[str, Any], *, embedder: EmbeddingClient, data_dir: Path) -> VectorStore:
-    """The vector store named by `backend`, built from its `params`; ConfigError when either is invalid."""
+def parse_store_params(backend: str, params: Mapping[str, Any]) -> tuple[str, BaseModel]:
+    """The backend's normalised name and its validated parameters; ConfigError when either is invalid. Cheap and
+    without I/O, so the app checks every store's configuration before it starts serving."""
     name = backend.strip().lower()
     if name not in _PARAMS:
         raise ConfigError(
             f"unknown vector store backend {backend!r} (valid backends: {', '.join(BACKENDS)})",
             details={"backend": backend},
         )
-    parsed = _parse(name, _PARAMS[name], params)
+    return name, _parse(name, _PARAMS[name], params)
+
+
+def create_store(backend: str, params: Mapping[str, Any], *, embedder: EmbeddingClient, data_dir: Path) -> VectorStore:
+    """The vector store named by `backend`, built from its `params`; ConfigError when either is invalid."""
+    name, parsed = parse_store_params(backend, params)
     if isinstance(parsed, ChromaStoreParams | ElasticsearchStoreParams):
         return _create_server_store(name, parsed, embedder=embedder, data_dir=data_dir)
     if isinstance(parsed, LocalStoreParams):

@@ -42,6 +42,17 @@ def test_unknown_config_key_refuses_to_start(tmp_path: Path) -> None:
     assert "unknown config key 'http.prot'" in result.stderr
 
 
+def test_bad_store_parameters_refuse_to_start_and_say_why(tmp_path: Path) -> None:
+    result = _run_cli("vector_store.default.backend=chroma", "vector_store.default.params.lock_ttl=0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "vector store backend 'chroma': lock_ttl: Input should be greater than 0" in result.stderr
+    result = _run_cli(
+        "vector_store.default.backend=chroma", "vector_store.default.params.shared_lock=true", cwd=tmp_path
+    )
+    assert result.returncode == 2 and "shared_lock needs a Chroma server (host)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_help(tmp_path: Path) -> None:
     result = _run_cli("--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage: reme" in result.stdout
