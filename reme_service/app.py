@@ -16,17 +16,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, NotFoundError, ReMeError
 from reme_service.flow.expression import parse_flow
-from reme_service.flow.op import Op
+from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
-from reme_service.prompts.loader import prompt_file_for
+from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
+from reme_service.ops.common.op import ServiceOp
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
@@ -35,7 +36,7 @@ from reme_service.stores.factory import create_store, parse_store_params
 logger = logging.getLogger("reme_service")
 
 
-def build_op_registry(ops: tuple[type[Op], ...] = ALL_OPS) -> Registry[type[Op]]:
+def build_op_registry(ops: tuple[type[AnyOp], ...] = ALL_OPS) -> Registry[type[AnyOp]]:
     return Registry("op", ((op.name, op) for op in ops))
 
 
@@ -80,6 +81,7 @@ class ReMeApp:
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
             parse_store_params(store_cfg.backend, store_cfg.params)
         self.services: Services | None = None
+        self._context_factory: ServiceContextFactory | None = None
         self._started = False
 
     # -- flows ----------------------------------------------------------------------------------------
@@ -89,8 +91,8 @@ class ReMeApp:
             return name in self.config.enabled_flows
         return name not in self.config.disabled_flows
 
-    def _build_flows(self) -> dict[str, FlowRunner]:
-        flows: dict[str, FlowRunner] = {}
+    def _build_flows(self) -> dict[str, FlowRunner[ServiceContext]]:
+        flows: dict[str, FlowRunner[ServiceContext]] = {}
         for name, flow_cfg in self.config.flow.items():
             if not self._enabled(name):
                 continue
@@ -99,18 +101,22 @@ class ReMeApp:
                 model = build_request_model(name, flow_cfg, OP_ITEM_SCHEMAS)
             except ValueError as exc:
                 raise ConfigError(f"flow '{name}': {exc}") from None
-            flows[name] = FlowRunner(name, flow_cfg, tree, model)
+            flows[name] = FlowRunner(name, tree, model, self._make_context, description=flow_cfg.description)
         return flows
 
+    def _make_context(self, flow_name: str, request_id: str, request: BaseModel) -> ServiceContext:
+        if self._context_factory is None:
+            raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
+        return self._context_factory(flow_name, request_id, request)
+
     def _check_prompts(self, services: Services) -> None:
-        seen: set[type[Op]] = set()
+        seen: set[type[ServiceOp[Any]]] = set()
         for runner in self.flows.values():
             for op in runner.tree.ops():
                 cls = type(op)
-                names = getattr(cls, "prompts", None)
-                if names and cls not in seen:
+                if isinstance(op, ServiceOp) and op.prompts and cls not in seen:
                     seen.add(cls)
-                    services.prompts.check(prompt_file_for(_module_file(cls)), names)
+                    services.prompts.check(op.prompt_file, op.prompts)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -119,7 +125,7 @@ class ReMeApp:
             return
         cfg = self.config
         data_dir = self.data_dir
-        services = Services(config=cfg, env=self.env, file_roots=self.file_roots)
+        services = Services(config=cfg, file_roots=self.file_roots)
         self._check_prompts(services)
         for name, llm_cfg in cfg.llm.items():
             services.llms[name] = create_llm(name, llm_cfg, self.env)
@@ -137,6 +143,7 @@ class ReMeApp:
         for client in [*services.llms.values(), *services.embedders.values(), *services.stores.values()]:
             await client.start()
         self.services = services
+        self._context_factory = ServiceContextFactory(services)
         self._started = True
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
@@ -157,6 +164,7 @@ class ReMeApp:
                 logger.exception("error while closing %s", type(client).__name__)
         self._started = False
         self.services = None
+        self._context_factory = None
 
     async def __aenter__(self) -> ReMeApp:
         await self.start()
@@ -167,18 +175,20 @@ class ReMeApp:
 
     # -- execution ------------------------------------------------------------------------------------
 
-    def runner(self, name: str) -> FlowRunner:
+    def runner(self, name: str) -> FlowRunner[ServiceContext]:
         try:
             return self.flows[name]
         except KeyError:
             raise NotFoundError(f"unknown flow {name!r}; available: {', '.join(sorted(self.flows))}") from None
 
-    async def run_validated(self, runner: FlowRunner, request: Any, request_id: str) -> tuple[int, dict[str, Any]]:
+    async def run_validated(
+        self, runner: FlowRunner[ServiceContext], request: BaseModel, request_id: str
+    ) -> tuple[int, dict[str, Any]]:
         """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         try:
-            response = await runner.run(request, services=self.services, request_id=request_id)
+            response = await runner.run(request, request_id=request_id)
         except ReMeError as error:
             if error.status >= 500:  # the client gets the message; the operator should see it too
                 logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
@@ -226,10 +236,3 @@ class ReMeApp:
         down = any(info.get("status") == "down" for group in parts.values() for info in group.values())
         return {"status": "degraded" if down else "healthy", **parts, "flows": sorted(self.flows)}
 
-
-def _module_file(cls: type) -> str:
-    import sys
-
-    module = sys.modules[cls.__module__]
-    assert module.__file__ is not None
-    return module.__file__

@@ -3,7 +3,8 @@
 ```
 ReMeError                      code "internal_error", 500
 ├── ConfigError                code "config_error" (start-up only; the service refuses to start)
-│   └── FlowSyntaxError        code "flow_syntax_error"
+│   ├── FlowSyntaxError        code "flow_syntax_error"
+│   └── FlowDeclarationError   code "flow_declaration_error"
 ├── InvalidRequestError        code "invalid_request", 400
 ├── PathNotAllowedError        code "path_not_allowed", 403
 ├── NotFoundError              code "not_found", 404
@@ -51,6 +52,12 @@ class FlowSyntaxError(ConfigError):
     """A flow expression does not parse or names an unknown op."""
 
     code = "flow_syntax_error"
+
+
+class FlowDeclarationError(ConfigError):
+    """A flow does not give an op what it declares it reads (a request field or a context key)."""
+
+    code = "flow_declaration_error"
 
 
 class InvalidRequestError(ReMeError):

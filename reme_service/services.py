@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from reme_service.stores.base import VectorStore
 @dataclass
 class Services:
     config: AppConfig
-    env: Mapping[str, str]
     llms: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
     stores: dict[str, VectorStore] = field(default_factory=dict)
@@ -29,6 +27,22 @@ class Services:
             return self.llms[name]
         except KeyError:
             raise ConfigError(f"no llm named {name!r}; configured: {', '.join(self.llms)}") from None
+
+    def embedder(self, name: str = "default") -> EmbeddingClient:
+        try:
+            return self.embedders[name]
+        except KeyError:
+            raise ConfigError(
+                f"no embedding_model named {name!r}; configured: {', '.join(self.embedders)}"
+            ) from None
+
+    def store_embedder(self, store: str = "default") -> EmbeddingClient:
+        """The embedder whose vectors the store named `store` holds (its `embedding_model`)."""
+        try:
+            config = self.config.vector_store[store]
+        except KeyError:
+            raise ConfigError(f"no vector_store named {store!r}; configured: {', '.join(self.stores)}") from None
+        return self.embedder(config.embedding_model)
 
     def store(self, name: str = "default") -> VectorStore:
         try:

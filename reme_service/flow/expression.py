@@ -12,11 +12,11 @@ import ast
 from pydantic import ValidationError
 
 from reme_service.errors import FlowSyntaxError
-from reme_service.flow.op import Node, Op
+from reme_service.flow.op import AnyOp, Node
 from reme_service.flow.registry import Registry, UnknownNameError
 
 
-def parse_flow(text: str, registry: Registry[type[Op]], *, flow_name: str = "<flow>") -> Node:
+def parse_flow(text: str, registry: Registry[type[AnyOp]], *, flow_name: str = "<flow>") -> Node:
     source = " ".join(text.strip().splitlines())
     try:
         tree = ast.parse(source, mode="eval")
@@ -31,7 +31,7 @@ def _fail(flow_name: str, node: ast.AST, message: str) -> FlowSyntaxError:
     return FlowSyntaxError(f"flow '{flow_name}', column {col}: {message}")
 
 
-def _build(node: ast.expr, registry: Registry[type[Op]], flow_name: str) -> Node:
+def _build(node: ast.expr, registry: Registry[type[AnyOp]], flow_name: str) -> Node:
     match node:
         case ast.BinOp(left=left, op=ast.RShift(), right=right):
             return _build(left, registry, flow_name) >> _build(right, registry, flow_name)
@@ -55,7 +55,7 @@ def _build(node: ast.expr, registry: Registry[type[Op]], flow_name: str) -> Node
             raise _fail(flow_name, node, f"unsupported syntax ({type(node).__name__}); use Op(k=v), >>, | and ()")
 
 
-def _make_op(node: ast.AST, name: str, params: dict[str, object], registry: Registry[type[Op]], flow_name: str) -> Op:
+def _make_op(node: ast.AST, name: str, params: dict[str, object], registry: Registry[type[AnyOp]], flow_name: str) -> AnyOp:
     try:
         cls = registry.get(name)
     except UnknownNameError as exc:

@@ -1,71 +1,75 @@
-"""Run a validated flow for one request: a fresh op tree, per-op timing, failures that name flow and op."""
+"""Run a validated flow for one request: a fresh op tree, per-op timing, failures that name flow and op.
+
+The runner knows nothing of what the ops do: the app gives it a context factory, which turns a validated
+request into the context the flow's ops take (for the memory ops, `ops.common.context.ServiceContext`).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Generic
 
+from pydantic import BaseModel
+
+from reme_service.concurrency import run_all
 from reme_service.errors import OpError, ReMeError
-from reme_service.flow.context import FlowContext, FlowResponse
-from reme_service.flow.op import Node, Op, Parallel, Sequential
-from reme_service.stores.base import validate_workspace_id
-
-if TYPE_CHECKING:
-    from reme_service.config.models import FlowConfig
-    from reme_service.schema.requests import FlowRequest
-    from reme_service.services import Services
+from reme_service.flow.check import check_flow
+from reme_service.flow.context import C, FlowResponse
+from reme_service.flow.op import AnyOp, Node, Op, Parallel, Sequential
 
 logger = logging.getLogger("reme_service.flow")
 
+ContextFactory = Callable[[str, str, BaseModel], C]
+"""(flow name, request id, validated request) -> the context of one request."""
 
-class FlowRunner:
-    """One flow: its config, its parsed op tree (a template) and its request model."""
 
-    def __init__(self, name: str, config: FlowConfig, tree: Node, request_model: type[FlowRequest]) -> None:
+class FlowRunner(Generic[C]):
+    """One flow: its parsed op tree (a template), its request model and the factory of its contexts.
+
+    Construction checks the flow's declarations (`check.check_flow`), so a misdeclared flow never serves.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tree: Node,
+        request_model: type[BaseModel],
+        make_context: ContextFactory[C],
+        *,
+        description: str = "",
+    ) -> None:
+        check_flow(name, tree, request_model)
         self.name = name
-        self.config = config
         self.tree = tree
         self.request_model = request_model
+        self.description = description
+        self._make_context = make_context
 
-    async def run(self, request: FlowRequest, *, services: Services, request_id: str) -> FlowResponse:
+    async def run(self, request: BaseModel, *, request_id: str) -> FlowResponse:
         """Execute the flow. Raises a `ReMeError` (usually an `OpError`) on failure."""
-        fields = request.model_dump(exclude_none=True)
-        workspace = validate_workspace_id(request.workspace_id or services.config.default_workspace)
-        ctx = FlowContext(
-            flow_name=self.name,
-            request_id=request_id,
-            fields=fields,
-            services=services,
-            workspace_id=workspace,
-            language=services.config.language,
-        )
+        ctx = self._make_context(self.name, request_id, request)
         started = time.perf_counter()
         await self._execute(self.tree, ctx)
         logger.debug("[%s] flow %s done in %.2f ms", request_id, self.name, (time.perf_counter() - started) * 1e3)
         return ctx.response
 
-    async def _execute(self, node: Node, ctx: FlowContext) -> None:
+    async def _execute(self, node: Node, ctx: C) -> None:
         if isinstance(node, Sequential):
             for child in node.children:
                 await self._execute(child, ctx)
         elif isinstance(node, Parallel):
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for child in node.children:
-                        group.create_task(self._execute(child, ctx))
-            except* ReMeError as errors:
-                raise errors.exceptions[0] from None
+            await run_all(self._execute(child, ctx) for child in node.children)
         else:
             assert isinstance(node, Op)
             await self._run_op(node, ctx)
 
-    async def _run_op(self, template: Op, ctx: FlowContext) -> None:
+    async def _run_op(self, template: AnyOp, ctx: C) -> None:
         op = type(template).from_params(template.params)
         started = time.perf_counter()
         try:
-            await op.run(ctx)
+            await op.run(ctx.bind(op))
         except Exception as exc:  # noqa: BLE001 - every failure is wrapped with flow and op names
             error = exc if isinstance(exc, OpError) else OpError(self.name, op.name, exc)
             if op.params.on_error == "skip":

@@ -85,7 +85,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
             f"/{runner.name}",
             _flow_endpoint(app, runner),
             methods=["POST"],
-            summary=runner.config.description or runner.name,
+            summary=runner.description or runner.name,
             response_class=Response,
             responses={200: {"model": FlowResponse, "description": "the response envelope"}},
             name=runner.name,

@@ -52,7 +52,7 @@ def tool_for(runner: FlowRunner) -> types.Tool:
     schema.pop("title", None)
     return types.Tool(
         name=runner.name,
-        description=runner.config.description or runner.name,
+        description=runner.description or runner.name,
         inputSchema=schema,
         outputSchema=RESPONSE_SCHEMA,
     )

@@ -217,7 +217,7 @@ def test_every_flow_has_a_method_whose_fields_the_flow_accepts(tmp_path: Path) -
                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
             ]
             assert set(named) <= accepted, f"{name}: the client sends {set(named) - accepted}, which the flow ignores"
-            required = {f for f, spec in runner.config.input_schema.items() if spec.required}
+            required = {f for f, spec in app.config.flow[name].input_schema.items() if spec.required}
             assert required <= set(named), f"{name}: required fields {required - set(named)} lack a parameter"
     finally:
         reme.close()

@@ -103,7 +103,9 @@ def connect(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 
 def _expected_flows(tmp_path: Path) -> dict[str, Any]:
-    return ReMeApp(*_app_args(tmp_path), env={}).flows
+    """Each enabled flow's config (description and declared input schema)."""
+    app = ReMeApp(*_app_args(tmp_path), env={})
+    return {name: app.config.flow[name] for name in app.flows}
 
 
 @pytest.mark.anyio
@@ -112,15 +114,15 @@ async def test_tools_are_the_flows_with_full_schemas(connect: Connect, tmp_path:
     async with connect() as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == set(flows)
-    for name, runner in flows.items():
+    for name, flow in flows.items():
         tool = tools[name]
-        assert tool.description == runner.config.description
+        assert tool.description == flow.description
         properties = tool.inputSchema["properties"]
         # every field the flow accepts is advertised: the base fields and each declared one, with its description
-        assert BASE_FIELDS | set(runner.config.input_schema) <= set(properties), name
-        for field, spec in runner.config.input_schema.items():
+        assert BASE_FIELDS | set(flow.input_schema) <= set(properties), name
+        for field, spec in flow.input_schema.items():
             assert properties[field].get("description") == (spec.description or None), (name, field)
-        required = {f for f, spec in runner.config.input_schema.items() if spec.required}
+        required = {f for f, spec in flow.input_schema.items() if spec.required}
         assert set(tool.inputSchema.get("required", [])) == required, name
         assert tool.outputSchema is not None and set(tool.outputSchema["required"]) == {"answer", "success", "metadata"}
     top_k = tools["retrieve_task_memory"].inputSchema["properties"]["top_k"]

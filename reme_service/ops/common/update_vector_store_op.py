@@ -7,11 +7,10 @@ vector (no embedding call). Writes `metadata.update_result = {"deleted_count", "
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.stores.base import VectorStore
 
 
@@ -20,11 +19,10 @@ class UpdateVectorStoreParams(OpParams):
     lock: bool = True
 
 
-class UpdateVectorStoreOp(Op):
-    Params: ClassVar[type[OpParams]] = UpdateVectorStoreParams
-    params: UpdateVectorStoreParams
+class UpdateVectorStoreOp(ServiceOp[UpdateVectorStoreParams]):
+    may_read = (keys.MEMORY_LIST, keys.DELETED_MEMORY_IDS, keys.EMBEDDED)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         store = ctx.services.store(self.params.store)
         if self.params.lock:
             async with store.lock(ctx.workspace_id):
@@ -33,7 +31,7 @@ class UpdateVectorStoreOp(Op):
             result = await self._apply(ctx, store)
         ctx.response.metadata["update_result"] = result
 
-    async def _apply(self, ctx: FlowContext, store: VectorStore) -> dict[str, int]:
+    async def _apply(self, ctx: ServiceContext, store: VectorStore) -> dict[str, int]:
         workspace = ctx.workspace_id
         memories = ctx.get(keys.MEMORY_LIST, [])
         nodes = []

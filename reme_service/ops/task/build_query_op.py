@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from reme_service.errors import InvalidRequestError
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields, keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.transcript import recent_lines, render_transcript
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class BuildQueryParams(OpParams):
@@ -20,21 +16,19 @@ class BuildQueryParams(OpParams):
     llm: str = "default"
 
 
-class BuildQueryOp(Op):
-    Params: ClassVar[type[OpParams]] = BuildQueryParams
-    prompts: ClassVar[dict[str, set[str]]] = {"build_query": {"transcript"}}
-    params: BuildQueryParams
+class BuildQueryOp(ServiceOp[BuildQueryParams]):
+    prompts = {"build_query": {"transcript"}}
+    inputs = (fields.QUERY, fields.MESSAGES)
+    writes = (keys.QUERY,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
-        query = str(ctx.field("query", "")).strip()
-        messages: list[Message] = [Message.model_validate(m) for m in ctx.field("messages", [])]
+        query = ctx.input(fields.QUERY).strip()
+        messages = ctx.input(fields.MESSAGES)
         if not query and messages:
             llm = ctx.services.llm(params.llm)
             if params.enable_llm_build and llm.available:
-                prompt = ctx.services.prompts.render(
-                    PROMPTS, "build_query", ctx.language, transcript=render_transcript(messages, limit=2000)
-                )
+                prompt = self.render(ctx, "build_query", transcript=render_transcript(messages, limit=2000))
                 reply = await llm.chat([Message(role="user", content=prompt)])
                 query = reply.text.strip()
             else:

@@ -12,11 +12,10 @@ from the request (1-50).
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields, keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.schema.memory import BaseMemory, memory_from_node
 
 MAX_TOP_K = 50
@@ -35,14 +34,17 @@ def _content_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-class RecallVectorStoreOp(Op):
-    Params: ClassVar[type[OpParams]] = RecallVectorStoreParams
-    params: RecallVectorStoreParams
+class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
+    inputs = (fields.TOP_K,)
+    reads = (keys.QUERY,)
+    writes = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         query = ctx[keys.QUERY]
-        top_k = int(ctx.field("top_k", params.top_k or 3))
+        top_k = ctx.input(fields.TOP_K)
+        if top_k is None:
+            top_k = params.top_k or 3
         top_k = max(1, min(top_k, MAX_TOP_K))
         flt = {"metadata.memory_type": params.memory_type} if params.memory_type else None
         store = ctx.services.store(params.store)

@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
 from reme_service.schema.memory import memory_from_dict, memory_from_node
 from reme_service.stores.base import VectorStore, validate_workspace_id
@@ -24,20 +26,29 @@ class VectorStoreActionParams(OpParams):
     store: str = "default"
 
 
-def _require(ctx: FlowContext, name: str) -> Any:
-    value = ctx.field(name)
-    if value in (None, "", []):
-        raise InvalidRequestError(f"action '{ctx.field('action')}' needs '{name}'", details={"field": name})
+ACTION: Input[str] = Input("action", str, default="")
+PATH: Input[str] = Input("path", str, default="")
+SRC_WORKSPACE_ID: Input[str] = Input("src_workspace_id", str, default="")
+MEMORY_IDS: Input[list[str]] = Input("memory_ids", list[str], factory=list)
+MEMORY_DICTS: Input[list[dict[str, Any]]] = Input("memory_dicts", list[dict[str, Any]], factory=list)
+
+V = TypeVar("V", str, list[str], list[dict[str, Any]])
+
+
+def _require(ctx: ServiceContext, spec: Input[V]) -> V:
+    value = ctx.input(spec)
+    if not value:
+        action = ctx.input(ACTION)
+        raise InvalidRequestError(f"action '{action}' needs '{spec.name}'", details={"field": spec.name})
     return value
 
 
-class VectorStoreActionOp(Op):
-    Params: ClassVar[type[OpParams]] = VectorStoreActionParams
-    params: VectorStoreActionParams
+class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
+    inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS)
 
-    async def run(self, ctx: FlowContext) -> None:
-        action = ctx.field("action", "")
-        handlers: dict[str, Callable[[FlowContext, VectorStore], Awaitable[Any]]] = {
+    async def run(self, ctx: ServiceContext) -> None:
+        action = ctx.input(ACTION)
+        handlers: dict[str, Callable[[ServiceContext, VectorStore], Awaitable[Any]]] = {
             "list": self._list,
             "dump": self._dump,
             "load": self._load,
@@ -55,42 +66,42 @@ class VectorStoreActionOp(Op):
         ctx.response.answer = ""
         ctx.response.metadata["action_result"] = await handler(ctx, store)
 
-    async def _list(self, ctx: FlowContext, store: VectorStore) -> list[dict[str, Any]]:
+    async def _list(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
         nodes = await store.list_nodes(ctx.workspace_id)
         return [memory_from_node(n).model_dump(mode="json") for n in nodes]
 
-    async def _dump(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
-        target = library_file(ctx.services.resolve_path(_require(ctx, "path")), ctx.workspace_id)
+    async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        target = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
         nodes = await store.list_nodes(ctx.workspace_id)
         memories = [memory_from_node(n) for n in nodes]
         await write_library(target, memories)
         return {"size": len(memories), "path": str(target)}
 
-    async def _load(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
-        source = library_file(ctx.services.resolve_path(_require(ctx, "path")), ctx.workspace_id)
+    async def _load(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        source = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
         nodes = await read_library_nodes(source, ctx.workspace_id)
         async with store.lock(ctx.workspace_id):
             size = await store.replace_workspace(ctx.workspace_id, nodes)
         return {"size": size}
 
-    async def _copy(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
-        src = validate_workspace_id(str(_require(ctx, "src_workspace_id")))
+    async def _copy(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        src = validate_workspace_id(_require(ctx, SRC_WORKSPACE_ID))
         if not await store.exists_workspace(src):
             return {"size": 0}
         async with store.lock(ctx.workspace_id):
             return {"size": await store.copy_workspace(src, ctx.workspace_id)}
 
-    async def _delete(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
+    async def _delete(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         async with store.lock(ctx.workspace_id):
             return {"deleted": await store.delete_workspace(ctx.workspace_id)}
 
-    async def _delete_ids(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
-        ids = [str(i) for i in _require(ctx, "memory_ids")]
+    async def _delete_ids(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        ids = _require(ctx, MEMORY_IDS)
         async with store.lock(ctx.workspace_id):
             return {"deleted_count": await store.delete_ids(ctx.workspace_id, ids)}
 
-    async def _insert(self, ctx: FlowContext, store: VectorStore) -> dict[str, Any]:
-        dicts = _require(ctx, "memory_dicts")
+    async def _insert(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        dicts = _require(ctx, MEMORY_DICTS)
         nodes = []
         for index, data in enumerate(dicts):
             try:

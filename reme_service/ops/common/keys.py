@@ -1,4 +1,4 @@
-"""Every context key ops pass to each other, in one place."""
+"""Context keys shared by every memory kind (each family keeps its own in its `keys.py`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""The context every service op runs with: the engine's `FlowContext` plus the app's services, the request's
+workspace (validated) and the prompt language."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from reme_service.flow.context import FlowContext
+from reme_service.services import Services
+from reme_service.stores.base import validate_workspace_id
+
+
+class ServiceContext(FlowContext):
+    """One request's context for the memory ops. `workspace_id` is already validated (empty in the request means
+    the configured `default_workspace`); `language` is the prompt language (`""` = English, `"zh"`)."""
+
+    def __init__(
+        self,
+        *,
+        flow_name: str,
+        request_id: str,
+        request: BaseModel,
+        services: Services,
+        workspace_id: str,
+        language: str = "",
+    ) -> None:
+        super().__init__(flow_name=flow_name, request_id=request_id, request=request)
+        self.services = services
+        self.workspace_id = workspace_id
+        self.language = language
+
+    def without_llm(self, op_name: str) -> None:
+        """Record in `metadata.no_llm_ops` that an op ran its deterministic no-LLM path."""
+        self.note("no_llm_ops", op_name)
+
+
+class ServiceContextFactory:
+    """Builds a `ServiceContext` per request: resolves and validates the workspace (400 on a bad id)."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    def __call__(self, flow_name: str, request_id: str, request: BaseModel) -> ServiceContext:
+        config = self._services.config
+        requested = getattr(request, "workspace_id", "") or config.default_workspace
+        return ServiceContext(
+            flow_name=flow_name,
+            request_id=request_id,
+            request=request,
+            services=self._services,
+            workspace_id=validate_workspace_id(requested),
+            language=config.language,
+        )
