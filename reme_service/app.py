@@ -29,6 +29,7 @@ from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
 from reme_service.ops.common.op import ServiceOp
 from reme_service.providers.factory import create_embedder, create_llm
+from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
 from reme_service.stores.factory import create_store, parse_store_params
@@ -58,6 +59,7 @@ class ReMeApp:
         embedding_api_key: str | None = None,
         embedding_api_base: str | None = None,
         env: Mapping[str, str] | None = None,
+        llm_clients: Mapping[str, LLMClient] | None = None,
     ) -> None:
         all_args = ([f"config={config_path}"] if config_path else []) + list(args)
         self.config = config if config is not None else load_config(all_args)
@@ -71,6 +73,9 @@ class ReMeApp:
             if value:
                 base_env[key] = value
         self.env = base_env
+        # Ready-made LLM clients that replace the configured ones of the same name (an in-process test double,
+        # or a client an embedding application already owns). The app starts and closes them like its own.
+        self._llm_clients = dict(llm_clients or {})
         self.data_dir = Path(self.config.data_dir).expanduser().resolve()
         self.file_roots = [Path(r).expanduser().resolve() for r in self.config.file_roots] or [
             Path.cwd().resolve(),
@@ -110,12 +115,11 @@ class ReMeApp:
         return self._context_factory(flow_name, request_id, request)
 
     def _check_prompts(self, services: Services) -> None:
-        seen: set[type[ServiceOp[Any]]] = set()
+        seen: set[type[AnyOp]] = set()
         for runner in self.flows.values():
             for op in runner.tree.ops():
-                cls = type(op)
-                if isinstance(op, ServiceOp) and op.prompts and cls not in seen:
-                    seen.add(cls)
+                if isinstance(op, ServiceOp) and op.prompts and type(op) not in seen:
+                    seen.add(type(op))
                     services.prompts.check(op.prompt_file, op.prompts)
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -128,7 +132,7 @@ class ReMeApp:
         services = Services(config=cfg, file_roots=self.file_roots)
         self._check_prompts(services)
         for name, llm_cfg in cfg.llm.items():
-            services.llms[name] = create_llm(name, llm_cfg, self.env)
+            services.llms[name] = self._llm_clients.get(name) or create_llm(name, llm_cfg, self.env)
         for name, emb_cfg in cfg.embedding_model.items():
             services.embedders[name] = create_embedder(name, emb_cfg, self.env)
         for name, store_cfg in cfg.vector_store.items():
@@ -140,7 +144,7 @@ class ReMeApp:
             services.stores[name] = create_store(
                 store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
             )
-        for client in [*services.llms.values(), *services.embedders.values(), *services.stores.values()]:
+        for client in services.clients():
             await client.start()
         self.services = services
         self._context_factory = ServiceContextFactory(services)
@@ -157,7 +161,7 @@ class ReMeApp:
         if not self._started or self.services is None:
             return
         services = self.services
-        for client in [*services.stores.values(), *services.embedders.values(), *services.llms.values()]:
+        for client in reversed(services.clients()):
             try:
                 await client.close()
             except Exception:  # noqa: BLE001 - closing must reach every client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, PathNotAllowedError
@@ -11,6 +12,14 @@ from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
 from reme_service.stores.base import VectorStore
+
+
+class ManagedClient(Protocol):
+    """What the app starts and closes: every LLM, embedding and store client."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass
@@ -21,6 +30,10 @@ class Services:
     stores: dict[str, VectorStore] = field(default_factory=dict)
     prompts: PromptLibrary = field(default_factory=PromptLibrary)
     file_roots: list[Path] = field(default_factory=list)
+
+    def clients(self) -> list[ManagedClient]:
+        """Every client, in start order: LLMs, embedders, then the stores that use the embedders."""
+        return [*self.llms.values(), *self.embedders.values(), *self.stores.values()]
 
     def llm(self, name: str = "default") -> LLMClient:
         try:

@@ -55,7 +55,9 @@ def _build(node: ast.expr, registry: Registry[type[AnyOp]], flow_name: str) -> N
             raise _fail(flow_name, node, f"unsupported syntax ({type(node).__name__}); use Op(k=v), >>, | and ()")
 
 
-def _make_op(node: ast.AST, name: str, params: dict[str, object], registry: Registry[type[AnyOp]], flow_name: str) -> AnyOp:
+def _make_op(
+    node: ast.AST, name: str, params: dict[str, object], registry: Registry[type[AnyOp]], flow_name: str
+) -> AnyOp:
     try:
         cls = registry.get(name)
     except UnknownNameError as exc:

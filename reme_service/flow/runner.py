@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Generic
 
 from pydantic import BaseModel
@@ -20,6 +21,10 @@ from reme_service.flow.context import C, FlowResponse
 from reme_service.flow.op import AnyOp, Node, Op, Parallel, Sequential
 
 logger = logging.getLogger("reme_service.flow")
+
+current_op: ContextVar[str] = ContextVar("current_op", default="")
+"""The name of the op running in this task (`""` outside ops). Each `|` branch runs in its own task, so the
+value is exact under concurrency; providers and test doubles may read it (e.g. to tell which step calls an LLM)."""
 
 ContextFactory = Callable[[str, str, BaseModel], C]
 """(flow name, request id, validated request) -> the context of one request."""
@@ -68,6 +73,7 @@ class FlowRunner(Generic[C]):
     async def _run_op(self, template: AnyOp, ctx: C) -> None:
         op = type(template).from_params(template.params)
         started = time.perf_counter()
+        token = current_op.set(op.name)
         try:
             await op.run(ctx.bind(op))
         except Exception as exc:  # noqa: BLE001 - every failure is wrapped with flow and op names
@@ -80,6 +86,7 @@ class FlowRunner(Generic[C]):
                 logger.exception("[%s] %s failed", ctx.request_id, op.name)
             raise error from exc
         finally:
+            current_op.reset(token)
             elapsed = (time.perf_counter() - started) * 1e3
             logger.debug("[%s] %s.%s %.2f ms", ctx.request_id, self.name, op.name, elapsed)
 

@@ -6,6 +6,7 @@ required-ness, enums and bounds. Unknown extra keys are accepted and ignored, as
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -74,7 +75,7 @@ def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
             return list[Any]
         if spec.items not in schemas:
             raise ValueError(f"unknown item schema {spec.items!r}; valid: {', '.join(schemas)}")
-        return list[schemas[spec.items]]  # type: ignore[misc]
+        return types.GenericAlias(list, (schemas[spec.items],))  # list[<that schema>], built at run time
     if spec.type == "any" and spec.items is not None:
         # `items` on an `any` field names the schema of the value itself (e.g. ToolNames: a string or a list).
         if spec.items not in schemas:

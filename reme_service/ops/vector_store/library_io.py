@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{loc}': {err['msg']}" if loc else str(err["msg"])
 
 
-def _write(file: Path, memories: list[BaseMemory]) -> None:
+def _write(file: Path, memories: Sequence[BaseMemory]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
     try:
@@ -83,6 +83,6 @@ async def read_library_nodes(file: Path, workspace_id: str) -> PackedNodes:
     return await asyncio.to_thread(_parse_nodes, file, workspace_id)
 
 
-async def write_library(file: Path, memories: list[BaseMemory]) -> None:
+async def write_library(file: Path, memories: Sequence[BaseMemory]) -> None:
     """Write atomically (temp file, fsync, rename): readers never see a half-written library."""
     await asyncio.to_thread(_write, file, memories)
