@@ -63,7 +63,7 @@ def _describe_values(counts: dict[str, Counter[str]]) -> str:
 
 
 def _failure_outputs(calls: Sequence[ToolCallResult]) -> str:
-    lines = Counter()
+    lines: Counter[str] = Counter()
     for call in calls:
         first = next((line.strip() for line in call.output.splitlines() if line.strip()), "")
         lines[first if len(first) <= OUTPUT_CHARS else first[: OUTPUT_CHARS - 1] + "…"] += 1

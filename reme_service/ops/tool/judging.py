@@ -28,12 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reme_service.errors import LLMError, ReMeError
+from reme_service.concurrency import run_all
+from reme_service.errors import LLMError
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import ToolCallResult
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 UNPARSEABLE = "unparseable_judgement"
 LLM_UNAVAILABLE = "llm_unavailable"
@@ -156,7 +157,7 @@ async def judge_with_llm(
                 replies += 1
                 return parse_verdict(text)
 
-            messages = [Message(role="user", content=prompt_for(call))]
+            messages = [Message(role=Role.USER, content=prompt_for(call))]
             try:
                 return await chat_parsed(llm, messages, parse, attempts=attempts, what="tool-call judgement")
             except LLMError as exc:
@@ -165,9 +166,4 @@ async def judge_with_llm(
                 outage.append(exc.message)
                 return unknown_verdict(LLM_UNAVAILABLE, exc.message)
 
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(judge(call)) for call in calls]
-    except* ReMeError as errors:
-        raise errors.exceptions[0] from None
-    return [task.result() for task in tasks]
+    return await run_all(judge(call) for call in calls)

@@ -25,13 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.tool.call_records import check_calls
 from reme_service.ops.tool.judging import LLM_UNAVAILABLE, Verdict, heuristic_verdict, judge_with_llm
 from reme_service.ops.tool.statistics import record_calls, tool_statistics
@@ -42,10 +44,11 @@ from reme_service.ops.tool.tool_memory_store import (
     new_tool_memory,
     update_tool_memories,
 )
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import ToolCallResult, now_str
 
-PROMPTS = prompt_file_for(__file__)
+# Declared `items: object`, not `ToolCallResult`: each record is checked here (`call_records.py`) so that one
+# bad record is reported with its reasons while the others are still recorded.
+TOOL_CALL_RESULTS: Input[list[dict[str, Any]]] = Input("tool_call_results", list[dict[str, Any]], factory=list)
 
 
 class ParseToolCallResultParams(OpParams):
@@ -84,18 +87,15 @@ def _clip(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
-class ParseToolCallResultOp(Op):
-    Params: ClassVar[type[OpParams]] = ParseToolCallResultParams
-    prompts: ClassVar[dict[str, set[str]]] = {
-        "evaluate": {"tool_name", "success", "time_cost", "token_cost", "input", "output"}
-    }
-    params: ParseToolCallResultParams
+class ParseToolCallResultOp(ServiceOp[ParseToolCallResultParams]):
+    prompts = {"evaluate": {"tool_name", "success", "time_cost", "token_cost", "input", "output"}}
+    inputs = (TOOL_CALL_RESULTS,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        raws = ctx.field("tool_call_results", [])
+    async def run(self, ctx: ServiceContext) -> None:
+        raws = ctx.input(TOOL_CALL_RESULTS)
         if not raws:
             raise InvalidRequestError("tool_call_results is empty: send at least one tool call record")
-        calls, rejected = check_calls(list(raws))
+        calls, rejected = check_calls(raws)
         meta = ctx.response.metadata
         meta["validation_stats"] = {"total_input": len(raws), "valid": len(calls), "filtered": len(rejected)}
         if rejected:
@@ -125,7 +125,7 @@ class ParseToolCallResultOp(Op):
 
     # -- judging ----------------------------------------------------------------------------------------
 
-    async def _judge(self, ctx: FlowContext, names: list[str], unique: list[ToolCallResult]) -> dict[str, Verdict]:
+    async def _judge(self, ctx: ServiceContext, names: list[str], unique: list[ToolCallResult]) -> dict[str, Verdict]:
         """Fill each distinct call's score, summary and evaluation; returns the verdicts with an unknown score."""
         llm = ctx.services.llm(self.params.llm)
         if not (self.params.enable_llm_evaluation and llm.available):
@@ -162,14 +162,13 @@ class ParseToolCallResultOp(Op):
         }
         return {call.call_hash: v for call, v in zip(fresh, verdicts, strict=True) if v.reason}
 
-    def _prompt_for(self, ctx: FlowContext) -> Callable[[ToolCallResult], str]:
+    def _prompt_for(self, ctx: ServiceContext) -> Callable[[ToolCallResult], str]:
         limit = self.params.max_prompt_chars
 
         def render(call: ToolCallResult) -> str:
-            return ctx.services.prompts.render(
-                PROMPTS,
+            return self.render(
+                ctx,
                 "evaluate",
-                ctx.language,
                 tool_name=call.tool_name,
                 success=str(call.success).lower(),
                 time_cost=call.time_cost,
@@ -182,7 +181,7 @@ class ParseToolCallResultOp(Op):
 
     # -- appending --------------------------------------------------------------------------------------
 
-    async def _append(self, ctx: FlowContext, names: list[str], calls: list[ToolCallResult]) -> _Appended:
+    async def _append(self, ctx: ServiceContext, names: list[str], calls: list[ToolCallResult]) -> _Appended:
         by_tool: dict[str, list[ToolCallResult]] = {name: [] for name in names}
         for call in calls:
             by_tool[call.tool_name].append(call)
@@ -216,7 +215,7 @@ class ParseToolCallResultOp(Op):
 
     def _report(
         self,
-        ctx: FlowContext,
+        ctx: ServiceContext,
         appended: _Appended,
         reasons: dict[str, Verdict],
         *,

@@ -12,14 +12,13 @@ Metadata: `memory_list` (the full memories, call histories included), `statistic
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import Field
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.tool import fields
 from reme_service.ops.tool.statistics import statistics_block, tool_statistics
-from reme_service.ops.tool.summary_tool_memory_op import tool_names_of
 from reme_service.ops.tool.tool_memory_store import load_tool_memories
 
 
@@ -28,12 +27,11 @@ class RetrieveToolMemoryParams(OpParams):
     recent_call_count: int = Field(default=20, ge=1, description="window of the statistics")
 
 
-class RetrieveToolMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = RetrieveToolMemoryParams
-    params: RetrieveToolMemoryParams
+class RetrieveToolMemoryOp(ServiceOp[RetrieveToolMemoryParams]):
+    inputs = (fields.TOOL_NAMES,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        names = tool_names_of(ctx)
+    async def run(self, ctx: ServiceContext) -> None:
+        names = ctx.input(fields.TOOL_NAMES)
         recent = self.params.recent_call_count
         stored = await load_tool_memories(ctx.services.store(self.params.store), ctx.workspace_id, names)
         found = [name for name in names if name in stored]

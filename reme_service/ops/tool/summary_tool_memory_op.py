@@ -22,24 +22,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
-from reme_service.errors import InvalidRequestError, ReMeError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.concurrency import run_all
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.tool import fields
 from reme_service.ops.tool.data_guideline import data_guideline
 from reme_service.ops.tool.statistics import CallTotals, statistics_block, tool_statistics
 from reme_service.ops.tool.tool_memory_store import StoredTool, load_tool_memories, update_tool_memories
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import ToolCallResult, now_str
-from reme_service.schema.messages import Message
-from reme_service.schema.requests import parse_tool_names
+from reme_service.schema.messages import Message, Role
 
-PROMPTS = prompt_file_for(__file__)
 _TXT_BLOCK = re.compile(r"```[ \t]*(?:txt|text|markdown|md)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -58,13 +57,6 @@ def parse_guideline(reply: str) -> str | None:
     match = _TXT_BLOCK.search(reply)
     text = (match.group(1) if match else reply).strip()
     return text or None
-
-
-def tool_names_of(ctx: FlowContext) -> list[str]:
-    try:
-        return parse_tool_names(ctx.field("tool_names", ""))
-    except ValueError as exc:
-        raise InvalidRequestError(str(exc), details={"field": "tool_names"}) from None
 
 
 def _preview(value: Any, limit: int) -> str:
@@ -86,13 +78,12 @@ def render_calls(calls: list[ToolCallResult], limit: int) -> str:
     return "\n\n".join(blocks)
 
 
-class SummaryToolMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = SummaryToolMemoryParams
-    prompts: ClassVar[dict[str, set[str]]] = {"summarize": {"tool_name", "call_count", "calls", "statistics"}}
-    params: SummaryToolMemoryParams
+class SummaryToolMemoryOp(ServiceOp[SummaryToolMemoryParams]):
+    prompts = {"summarize": {"tool_name", "call_count", "calls", "statistics"}}
+    inputs = (fields.TOOL_NAMES,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        names = tool_names_of(ctx)
+    async def run(self, ctx: ServiceContext) -> None:
+        names = ctx.input(fields.TOOL_NAMES)
         recent = self.params.recent_call_count
         store = ctx.services.store(self.params.store)
         stored = await load_tool_memories(store, ctx.workspace_id, names)
@@ -137,11 +128,11 @@ class SummaryToolMemoryOp(Op):
         parts = ["\n".join(lines), *(f"Tool: {name}\n{memories[name].content}" for name in summarized)]
         ctx.response.answer = "\n---\n".join(parts)
 
-    def _author(self, ctx: FlowContext) -> str:
+    def _author(self, ctx: ServiceContext) -> str:
         llm = ctx.services.llm(self.params.llm)
         return llm.model_name if self.params.enable_llm_summary and llm.available else ""
 
-    async def _guidelines(self, ctx: FlowContext, due: dict[str, list[ToolCallResult]]) -> dict[str, str]:
+    async def _guidelines(self, ctx: ServiceContext, due: dict[str, list[ToolCallResult]]) -> dict[str, str]:
         if not due:
             return {}
         llm = ctx.services.llm(self.params.llm)
@@ -155,24 +146,20 @@ class SummaryToolMemoryOp(Op):
             async with gate:
                 return await self._llm_guideline(ctx, llm, name, calls)
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = {name: group.create_task(one(name, calls)) for name, calls in due.items()}
-        except* ReMeError as errors:  # the first failure (e.g. an LLMError, 502) fails the request
-            raise errors.exceptions[0] from None
-        return {name: task.result() for name, task in tasks.items()}
+        # the first failure (e.g. an LLMError, 502) fails the request
+        texts = await run_all(one(name, calls) for name, calls in due.items())
+        return dict(zip(due, texts, strict=True))
 
-    async def _llm_guideline(self, ctx: FlowContext, llm: LLMClient, name: str, calls: list[ToolCallResult]) -> str:
+    async def _llm_guideline(self, ctx: ServiceContext, llm: LLMClient, name: str, calls: list[ToolCallResult]) -> str:
         window = CallTotals.of(calls).window()
         figures = (
             f"{window['calls']} calls, {window['successes']} without technical error, "
             f"average score {window['avg_score'] if window['avg_score'] is not None else 'unknown'}, "
             f"average time {window['avg_time_cost']}s, average tokens {window['avg_token_cost']}"
         )
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+        prompt = self.render(
+            ctx,
             "summarize",
-            ctx.language,
             tool_name=name,
             call_count=len(calls),
             calls=render_calls(calls, self.params.max_call_chars),
@@ -180,7 +167,7 @@ class SummaryToolMemoryOp(Op):
         )
         return await chat_parsed(
             llm,
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             parse_guideline,
             attempts=self.params.summary_attempts,
             what=f"usage guideline for {name!r}",

@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import ClassVar
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.tool.mock_search_tools import (
     FAILURE_TEXT,
     LENGTH_WORDS,
@@ -39,13 +41,12 @@ from reme_service.ops.tool.mock_search_tools import (
     template_content,
     tool_named,
 )
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import ToolCallResult, now_str
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
-PROMPTS = prompt_file_for(__file__)
+SEED: Input[int] = Input("seed", int, default=0)
 
 
 class UseMockSearchParams(OpParams):
@@ -58,21 +59,20 @@ def _text_or_none(reply: str) -> str | None:
     return reply.strip() or None
 
 
-class UseMockSearchOp(Op):
-    Params: ClassVar[type[OpParams]] = UseMockSearchParams
-    prompts: ClassVar[dict[str, set[str]]] = {
+class UseMockSearchOp(ServiceOp[UseMockSearchParams]):
+    prompts = {
         "select": {"query"},
         "classify": {"query"},
         "generate": {"query", "words"},
         "unrelated": {"topic", "words"},
     }
-    params: UseMockSearchParams
+    inputs = (fields.QUERY, SEED)
 
-    async def run(self, ctx: FlowContext) -> None:
-        query = str(ctx.field("query", "")).strip()
+    async def run(self, ctx: ServiceContext) -> None:
+        query = ctx.input(fields.QUERY).strip()
         if not query:
             raise InvalidRequestError("query must not be empty")
-        request_seed = int(ctx.field("seed", 0))
+        request_seed = ctx.input(SEED)
         llm = ctx.services.llm(self.params.llm)
         use_llm = self.params.enable_llm and llm.available
         if not use_llm and self.params.enable_llm:
@@ -122,9 +122,9 @@ class UseMockSearchOp(Op):
         ctx.response.metadata["tool_call_result"] = record.model_dump(mode="json")
         ctx.response.metadata["mock_search"] = info
 
-    async def _select(self, ctx: FlowContext, llm: LLMClient, query: str) -> tuple[MockSearchTool | None, str]:
-        prompt = ctx.services.prompts.render(PROMPTS, "select", ctx.language, query=query)
-        reply = await llm.chat([Message(role="user", content=prompt)], tools=[t.schema() for t in MOCK_SEARCH_TOOLS])
+    async def _select(self, ctx: ServiceContext, llm: LLMClient, query: str) -> tuple[MockSearchTool | None, str]:
+        prompt = self.render(ctx, "select", query=query)
+        reply = await llm.chat([Message(role=Role.USER, content=prompt)], tools=[t.schema() for t in MOCK_SEARCH_TOOLS])
         for call in reply.tool_calls:
             tool = tool_named(call.name)
             if tool is None:
@@ -137,20 +137,20 @@ class UseMockSearchOp(Op):
             return tool, given.strip() if isinstance(given, str) and given.strip() else query
         return None, query
 
-    async def _classify(self, ctx: FlowContext, llm: LLMClient, query: str) -> Complexity:
-        prompt = ctx.services.prompts.render(PROMPTS, "classify", ctx.language, query=query)
-        reply = await llm.chat([Message(role="user", content=prompt)])
+    async def _classify(self, ctx: ServiceContext, llm: LLMClient, query: str) -> Complexity:
+        prompt = self.render(ctx, "classify", query=query)
+        reply = await llm.chat([Message(role=Role.USER, content=prompt)])
         return parse_complexity(reply.text)
 
     async def _content(
-        self, ctx: FlowContext, llm: LLMClient, tool: MockSearchTool, query: str, outcome: Outcome
+        self, ctx: ServiceContext, llm: LLMClient, tool: MockSearchTool, query: str, outcome: Outcome
     ) -> str:
         if outcome.kind == "failure":
             return FAILURE_TEXT
         words = LENGTH_WORDS[tool.length]
         if outcome.kind == "irrelevant":
-            prompt = ctx.services.prompts.render(PROMPTS, "unrelated", ctx.language, topic=outcome.topic, words=words)
+            prompt = self.render(ctx, "unrelated", topic=outcome.topic, words=words)
         else:
-            prompt = ctx.services.prompts.render(PROMPTS, "generate", ctx.language, query=query, words=words)
-        text = await chat_parsed(llm, [Message(role="user", content=prompt)], _text_or_none, what="search result")
+            prompt = self.render(ctx, "generate", query=query, words=words)
+        text = await chat_parsed(llm, [Message(role=Role.USER, content=prompt)], _text_or_none, what="search result")
         return LOW_RELEVANCE_PREFIX + text if outcome.kind == "irrelevant" else text
