@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reme_service.flow.op import Op
+from reme_service.flow.op import AnyOp
 from reme_service.ops.task.build_query_op import BuildQueryOp
 from reme_service.ops.task.comparative_extraction_op import ComparativeExtractionOp
 from reme_service.ops.task.delete_memory_op import DeleteMemoryOp
@@ -19,7 +19,7 @@ from reme_service.ops.task.trajectory_preprocess_op import TrajectoryPreprocessO
 from reme_service.ops.task.trajectory_segmentation_op import TrajectorySegmentationOp
 from reme_service.ops.task.update_memory_freq_op import UpdateMemoryFreqOp
 
-TASK_OPS: tuple[type[Op], ...] = (
+TASK_OPS: tuple[type[AnyOp], ...] = (
     BuildQueryOp,
     MergeMemoryOp,
     RerankMemoryOp,

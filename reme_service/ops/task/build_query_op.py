@@ -8,7 +8,7 @@ from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.transcript import recent_lines, render_transcript
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 
 class BuildQueryParams(OpParams):
@@ -29,7 +29,7 @@ class BuildQueryOp(ServiceOp[BuildQueryParams]):
             llm = ctx.services.llm(params.llm)
             if params.enable_llm_build and llm.available:
                 prompt = self.render(ctx, "build_query", transcript=render_transcript(messages, limit=2000))
-                reply = await llm.chat([Message(role="user", content=prompt)])
+                reply = await llm.chat([Message(role=Role.USER, content=prompt)])
                 query = reply.text.strip()
             else:
                 if params.enable_llm_build:

@@ -13,20 +13,19 @@ Without an LLM nothing is compared and the op is listed in `metadata.no_llm_ops`
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import task_query
 from reme_service.ops.task.transcript import render_transcript
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
 
-PROMPTS = prompt_file_for(__file__)
 EMBED_CHARS = 4000
 
 
@@ -42,15 +41,15 @@ class ComparativeExtractionParams(OpParams):
     max_concurrency: int = 4
 
 
-class ComparativeExtractionOp(Op):
-    Params: ClassVar[type[OpParams]] = ComparativeExtractionParams
-    prompts: ClassVar[dict[str, set[str]]] = {
+class ComparativeExtractionOp(ServiceOp[ComparativeExtractionParams]):
+    prompts = {
         "soft_compare": {"query", "higher_score", "higher_steps", "lower_score", "lower_steps"},
         "hard_compare": {"success_query", "success_steps", "failure_query", "failure_steps"},
     }
-    params: ComparativeExtractionParams
+    may_read = (task_keys.ALL_TRAJECTORIES, task_keys.SUCCESS_TRAJECTORIES, task_keys.FAILURE_TRAJECTORIES)
+    writes = (task_keys.COMPARATIVE_MEMORIES,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         soft = self._soft_pair(ctx.get(task_keys.ALL_TRAJECTORIES, [])) if params.enable_soft_comparison else None
         successes = ctx.get(task_keys.SUCCESS_TRAJECTORIES, [])[: params.max_similarity_sequences]
@@ -82,11 +81,10 @@ class ComparativeExtractionOp(Op):
     def _steps(self, trajectory: Trajectory) -> str:
         return render_transcript(trajectory.messages, limit=self.params.max_step_chars)
 
-    async def _compare_soft(self, ctx: FlowContext, higher: Trajectory, lower: Trajectory) -> list[TaskMemory]:
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+    async def _compare_soft(self, ctx: ServiceContext, higher: Trajectory, lower: Trajectory) -> list[TaskMemory]:
+        prompt = self.render(
+            ctx,
             "soft_compare",
-            ctx.language,
             query=task_query(higher) or task_query(lower) or "(not stated)",
             higher_score=f"{higher.score:.2f}",
             higher_steps=self._steps(higher),
@@ -100,11 +98,10 @@ class ComparativeExtractionOp(Op):
         }
         return await self._ask(ctx, prompt, extra)
 
-    async def _compare_hard(self, ctx: FlowContext, success: Trajectory, failure: Trajectory) -> list[TaskMemory]:
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+    async def _compare_hard(self, ctx: ServiceContext, success: Trajectory, failure: Trajectory) -> list[TaskMemory]:
+        prompt = self.render(
+            ctx,
             "hard_compare",
-            ctx.language,
             success_query=task_query(success) or "(not stated)",
             success_steps=self._steps(success),
             failure_query=task_query(failure) or "(not stated)",
@@ -117,17 +114,17 @@ class ComparativeExtractionOp(Op):
         }
         return await self._ask(ctx, prompt, extra)
 
-    async def _ask(self, ctx: FlowContext, prompt: str, extra: dict[str, object]) -> list[TaskMemory]:
+    async def _ask(self, ctx: ServiceContext, prompt: str, extra: Mapping[str, object]) -> list[TaskMemory]:
         items = await ask_items(ctx, self.params.llm, prompt, what="comparison reply")
         author = ctx.services.llm(self.params.llm).model_name
         return [to_memory(ctx, item, author=author, extra=extra) for item in items]
 
     async def _similar_pairs(
-        self, ctx: FlowContext, successes: list[Trajectory], failures: list[Trajectory]
+        self, ctx: ServiceContext, successes: list[Trajectory], failures: list[Trajectory]
     ) -> list[tuple[Trajectory, Trajectory]]:
         """The most similar success/failure pairs above the threshold, most similar first (one embedding call)."""
         texts = [f"{task_query(t)}\n{self._steps(t)}"[:EMBED_CHARS] for t in [*successes, *failures]]
-        vectors = await ctx.services.store(self.params.store).embedder.embed(texts)
+        vectors = await ctx.services.store_embedder(self.params.store).embed(texts)
         similarity = vectors[: len(successes)] @ vectors[len(successes) :].T
         pairs = [
             (float(similarity[i, j]), i, j)

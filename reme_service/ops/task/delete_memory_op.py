@@ -10,30 +10,32 @@ Response: `deleted_memory_ids`, `update_result = {"deleted_count": n, "inserted_
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.counters import counter
 from reme_service.schema.memory import memory_from_node
+
+FREQ_THRESHOLD: Input[int] = Input("freq_threshold", int, default=0)
+UTILITY_THRESHOLD: Input[float] = Input("utility_threshold", float, default=0.0)
 
 
 class DeleteMemoryParams(OpParams):
     store: str = "default"
 
 
-class DeleteMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = DeleteMemoryParams
-    params: DeleteMemoryParams
+class DeleteMemoryOp(ServiceOp[DeleteMemoryParams]):
+    inputs = (FREQ_THRESHOLD, UTILITY_THRESHOLD)
 
-    async def run(self, ctx: FlowContext) -> None:
-        freq_threshold = int(ctx.field("freq_threshold", 0))
+    async def run(self, ctx: ServiceContext) -> None:
+        freq_threshold = ctx.input(FREQ_THRESHOLD)
         if freq_threshold < 1:
             raise InvalidRequestError(
                 f"freq_threshold must be at least 1 (got {freq_threshold})", details={"field": "freq_threshold"}
             )
-        utility_threshold = float(ctx.field("utility_threshold", 0.0))
+        utility_threshold = ctx.input(UTILITY_THRESHOLD)
         store = ctx.services.store(self.params.store)
         async with store.lock(ctx.workspace_id):
             doomed: list[str] = []

@@ -1,4 +1,4 @@
-"""Context keys of the task-memory family (the shared ones live in `reme_service.flow.keys`)."""
+"""Context keys of the task-memory family (the shared ones live in `reme_service.ops.common.keys`)."""
 
 from __future__ import annotations
 

@@ -15,13 +15,14 @@ Writes `memory_list` (context and response) and `answer`, so the answer lists ex
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.memory_validation_op import publish
 from reme_service.schema.memory import TaskMemory
 
@@ -31,17 +32,17 @@ class MemoryDeduplicationParams(OpParams):
     store: str = "default"
 
 
-class MemoryDeduplicationOp(Op):
-    Params: ClassVar[type[OpParams]] = MemoryDeduplicationParams
-    params: MemoryDeduplicationParams
+class MemoryDeduplicationOp(ServiceOp[MemoryDeduplicationParams]):
+    may_read = (keys.MEMORY_LIST, keys.EMBEDDED)
+    writes = (keys.MEMORY_LIST, keys.EMBEDDED)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         memories = [m for m in ctx.get(keys.MEMORY_LIST, []) if isinstance(m, TaskMemory)]
         if not memories:
             publish(ctx, [])
             return
         store = ctx.services.store(self.params.store)
-        vectors = await store.embedder.embed([m.when_to_use for m in memories])
+        vectors = await ctx.services.store_embedder(self.params.store).embed([m.when_to_use for m in memories])
         embedded = ctx.get(keys.EMBEDDED, {})
         embedded.setdefault(self.params.store, {}).update((m.when_to_use, vectors[i]) for i, m in enumerate(memories))
         ctx[keys.EMBEDDED] = embedded  # UpdateVectorStoreOp stores the kept memories with these vectors

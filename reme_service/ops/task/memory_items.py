@@ -9,14 +9,14 @@ empty list is a valid answer ("nothing worth keeping").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from reme_service.flow.context import FlowContext
+from reme_service.ops.common.context import ServiceContext
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import TaskMemory
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 Item = dict[str, Any]
 
@@ -56,11 +56,11 @@ def item_parser(body_keys: tuple[str, ...] = ("experience",)) -> Callable[[str],
 
 
 async def ask_items(
-    ctx: FlowContext, llm_name: str, prompt: str, *, what: str, body_keys: tuple[str, ...] = ("experience",)
+    ctx: ServiceContext, llm_name: str, prompt: str, *, what: str, body_keys: tuple[str, ...] = ("experience",)
 ) -> list[Item]:
     """One LLM call (re-asked on a malformed reply) that returns experience items."""
     llm = ctx.services.llm(llm_name)
-    return await chat_parsed(llm, [Message(role="user", content=prompt)], item_parser(body_keys), what=what)
+    return await chat_parsed(llm, [Message(role=Role.USER, content=prompt)], item_parser(body_keys), what=what)
 
 
 def confidence_of(item: Item) -> float | None:
@@ -70,7 +70,7 @@ def confidence_of(item: Item) -> float | None:
     return None
 
 
-def to_memory(ctx: FlowContext, item: Item, *, author: str, extra: dict[str, Any]) -> TaskMemory:
+def to_memory(ctx: ServiceContext, item: Item, *, author: str, extra: Mapping[str, Any]) -> TaskMemory:
     """A task memory from one parsed item; the item itself is kept in the memory's metadata (as ReMe does)."""
     metadata = {**item, **extra}
     return TaskMemory(

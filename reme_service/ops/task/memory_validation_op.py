@@ -18,21 +18,20 @@ every memory is kept unjudged and the op is listed in `metadata.no_llm_ops`.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 from reme_service.errors import LLMError
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.step_extraction import gather_limited
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.providers.llm.openai_compatible import RetryableReply
 from reme_service.schema.memory import BaseMemory, TaskMemory
 from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class MemoryValidationParams(OpParams):
@@ -59,24 +58,26 @@ def parse_verdict(reply: str) -> tuple[bool, float, str] | None:
     return valid, float(score), feedback if isinstance(feedback, str) else ""
 
 
-def memories_json(memories: list[BaseMemory]) -> str:
+def memories_json(memories: Sequence[BaseMemory]) -> str:
     """The `answer` of the summary flows: the JSON list of the memories as stored."""
     return json.dumps([m.model_dump(mode="json") for m in memories], ensure_ascii=False)
 
 
-def publish(ctx: FlowContext, memories: list[TaskMemory]) -> None:
-    """Make `memories` the flow's result: the context list, `metadata.memory_list` and the `answer`."""
-    ctx[keys.MEMORY_LIST] = list(memories)
+def publish(ctx: ServiceContext, memories: Sequence[TaskMemory]) -> None:
+    """Make `memories` the flow's result: the context list, `metadata.memory_list` and the `answer`. An op that
+    calls this declares `keys.MEMORY_LIST` in `writes`."""
+    stored: list[BaseMemory] = list(memories)
+    ctx[keys.MEMORY_LIST] = stored
     ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
-    ctx.response.answer = memories_json(list(memories))
+    ctx.response.answer = memories_json(memories)
 
 
-class MemoryValidationOp(Op):
-    Params: ClassVar[type[OpParams]] = MemoryValidationParams
-    prompts: ClassVar[dict[str, set[str]]] = {"validate": {"when_to_use", "content"}}
-    params: MemoryValidationParams
+class MemoryValidationOp(ServiceOp[MemoryValidationParams]):
+    prompts = {"validate": {"when_to_use", "content"}}
+    may_read = (task_keys.SUCCESS_MEMORIES, task_keys.FAILURE_MEMORIES, task_keys.COMPARATIVE_MEMORIES)
+    writes = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         candidates = [
             *ctx.get(task_keys.SUCCESS_MEMORIES, []),
             *ctx.get(task_keys.FAILURE_MEMORIES, []),
@@ -101,12 +102,10 @@ class MemoryValidationOp(Op):
             ctx.response.metadata["rejected_memories"] = rejected
         publish(ctx, kept)
 
-    async def _judge(self, ctx: FlowContext, memory: TaskMemory) -> tuple[bool, str]:
+    async def _judge(self, ctx: ServiceContext, memory: TaskMemory) -> tuple[bool, str]:
         """Ask until a usable verdict arrives; sets the memory's score when accepted. Returns (kept, reason)."""
         llm = ctx.services.llm(self.params.llm)
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "validate", ctx.language, when_to_use=memory.when_to_use, content=memory.content
-        )
+        prompt = self.render(ctx, "validate", when_to_use=memory.when_to_use, content=memory.content)
         last = ""
         attempts = max(1, self.params.attempts)
         for _ in range(attempts):

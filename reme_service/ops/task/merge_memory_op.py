@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.prompts.loader import prompt_file_for
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 
 
-class MergeMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = OpParams
-    prompts: ClassVar[dict[str, set[str]]] = {"merge_header": set(), "merge_footer": set()}
+class MergeMemoryOp(ServiceOp[OpParams]):
+    prompts = {"merge_header": set(), "merge_footer": set()}
+    may_read = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         memories = ctx.get(keys.MEMORY_LIST, [])
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
         lines = [f"- {m.when_to_use} {m.content}" for m in memories if m.content]
         if not lines:
             ctx.response.answer = ""
             return
-        render = ctx.services.prompts.render
-        header = render(PROMPTS, "merge_header", ctx.language).strip()
-        footer = render(PROMPTS, "merge_footer", ctx.language).strip()
+        header = self.render(ctx, "merge_header").strip()
+        footer = self.render(ctx, "merge_footer").strip()
         ctx.response.answer = "\n".join([header, *lines, footer])

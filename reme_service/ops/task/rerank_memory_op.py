@@ -7,18 +7,14 @@ is an `LLMError` after the client's retries have already run, never a silent fal
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from reme_service.errors import LLMError
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.prompts.loader import prompt_file_for
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields, keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class RerankMemoryParams(OpParams):
@@ -48,12 +44,14 @@ def apply_ranking(memories: list[BaseMemory], order: list[int]) -> list[BaseMemo
     return [memories[i] for i in order] + rest
 
 
-class RerankMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = RerankMemoryParams
-    prompts: ClassVar[dict[str, set[str]]] = {"rerank": {"query", "candidates", "count"}}
-    params: RerankMemoryParams
+class RerankMemoryOp(ServiceOp[RerankMemoryParams]):
+    prompts = {"rerank": {"query", "candidates", "count"}}
+    inputs = (fields.TOP_K,)
+    reads = (keys.QUERY,)
+    may_read = (keys.MEMORY_LIST,)
+    writes = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         memories = ctx.get(keys.MEMORY_LIST, [])
         if not memories:
@@ -66,9 +64,9 @@ class RerankMemoryOp(Op):
                 ctx.without_llm(self.name)
         if params.enable_score_filter:
             memories = [m for m in memories if self._quality(m) >= params.min_score_threshold]
-        limit = params.top_k if params.top_k is not None else ctx.field("top_k")
+        limit = params.top_k if params.top_k is not None else ctx.input(fields.TOP_K)
         if limit is not None:
-            memories = memories[: int(limit)]
+            memories = memories[:limit]
         ctx[keys.MEMORY_LIST] = memories
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
 
@@ -79,14 +77,12 @@ class RerankMemoryOp(Op):
         relevance = memory.relevance if memory.relevance is not None else 0.5
         return (confidence + relevance) / 2
 
-    async def _llm_rerank(self, ctx: FlowContext, memories: list[BaseMemory]) -> list[BaseMemory]:
+    async def _llm_rerank(self, ctx: ServiceContext, memories: list[BaseMemory]) -> list[BaseMemory]:
         candidates = "\n---\n".join(
             f"Candidate {i}\nCondition: {m.when_to_use}\nExperience: {m.content}" for i, m in enumerate(memories)
         )
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "rerank", ctx.language, query=ctx[keys.QUERY], candidates=candidates, count=len(memories)
-        )
-        reply = await ctx.services.llm(self.params.llm).chat([Message(role="user", content=prompt)])
+        prompt = self.render(ctx, "rerank", query=ctx[keys.QUERY], candidates=candidates, count=len(memories))
+        reply = await ctx.services.llm(self.params.llm).chat([Message(role=Role.USER, content=prompt)])
         order = parse_ranking(reply.text, len(memories))
         if order is None:
             raise LLMError(f"rerank reply has no 'ranked_indices' list: {reply.text[:200]!r}")

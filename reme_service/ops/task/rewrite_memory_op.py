@@ -6,19 +6,17 @@ itself; an empty reply is an `LLMError`.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
 
 from reme_service.errors import LLMError
-from reme_service.flow import keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields, keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.transcript import recent_lines
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class RewriteMemoryParams(OpParams):
@@ -26,19 +24,20 @@ class RewriteMemoryParams(OpParams):
     llm: str = "default"
 
 
-def format_memories(memories: list[BaseMemory]) -> str:
+def format_memories(memories: Sequence[BaseMemory]) -> str:
     """ReMe's plain answer format: `Memory i :` blocks with `When to use` and `Content` lines."""
     return "\n".join(
         f"Memory {i} :\n When to use: {m.when_to_use}\n Content: {m.content}\n" for i, m in enumerate(memories, 1)
     )
 
 
-class RewriteMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = RewriteMemoryParams
-    prompts: ClassVar[dict[str, set[str]]] = {"rewrite": {"query", "recent", "memories"}}
-    params: RewriteMemoryParams
+class RewriteMemoryOp(ServiceOp[RewriteMemoryParams]):
+    prompts = {"rewrite": {"query", "recent", "memories"}}
+    inputs = (fields.MESSAGES,)
+    reads = (keys.QUERY,)
+    may_read = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         memories = ctx.get(keys.MEMORY_LIST, [])
         if not memories:
             ctx.response.answer = ""
@@ -54,13 +53,11 @@ class RewriteMemoryOp(Op):
         ctx.response.answer = text
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
 
-    async def _rewrite(self, ctx: FlowContext, formatted: str) -> str:
-        messages = [Message.model_validate(m) for m in ctx.field("messages", [])]
+    async def _rewrite(self, ctx: ServiceContext, formatted: str) -> str:
+        messages = ctx.input(fields.MESSAGES)
         recent = recent_lines(messages, count=3, limit=300) if messages else "(none)"
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "rewrite", ctx.language, query=ctx[keys.QUERY], recent=recent, memories=formatted
-        )
-        reply = await ctx.services.llm(self.params.llm).chat([Message(role="user", content=prompt)])
+        prompt = self.render(ctx, "rewrite", query=ctx[keys.QUERY], recent=recent, memories=formatted)
+        reply = await ctx.services.llm(self.params.llm).chat([Message(role=Role.USER, content=prompt)])
         data = extract_json(reply.text)
         if isinstance(data, dict) and isinstance(data.get("rewritten_context"), str):
             text = data["rewritten_context"].strip()

@@ -11,20 +11,16 @@ in `metadata.no_llm_ops`.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.task import keys as task_keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories, task_query
 from reme_service.ops.task.transcript import render_transcript
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class SimpleComparativeSummaryParams(OpParams):
@@ -48,16 +44,14 @@ def best_and_worst(trajectories: list[Trajectory]) -> list[tuple[Trajectory, Tra
     return pairs
 
 
-class SimpleComparativeSummaryOp(Op):
-    Params: ClassVar[type[OpParams]] = SimpleComparativeSummaryParams
-    prompts: ClassVar[dict[str, set[str]]] = {
-        "compare": {"query", "better_score", "better_steps", "worse_score", "worse_steps"}
-    }
-    params: SimpleComparativeSummaryParams
+class SimpleComparativeSummaryOp(ServiceOp[SimpleComparativeSummaryParams]):
+    prompts = {"compare": {"query", "better_score", "better_steps", "worse_score", "worse_steps"}}
+    inputs = (fields.TRAJECTORIES,)
+    may_read = (task_keys.ALL_TRAJECTORIES,)
+    writes = (task_keys.COMPARATIVE_MEMORIES,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        pool = ctx[task_keys.ALL_TRAJECTORIES] if task_keys.ALL_TRAJECTORIES in ctx else request_trajectories(ctx)
-        pairs = best_and_worst(pool)
+    async def run(self, ctx: ServiceContext) -> None:
+        pairs = best_and_worst(request_trajectories(ctx))
         ctx[task_keys.COMPARATIVE_MEMORIES] = []
         if not pairs:
             return
@@ -67,12 +61,11 @@ class SimpleComparativeSummaryOp(Op):
         results = await gather_limited([self._compare(ctx, *pair) for pair in pairs], self.params.max_concurrency)
         ctx[task_keys.COMPARATIVE_MEMORIES] = [m for memories in results for m in memories]
 
-    async def _compare(self, ctx: FlowContext, better: Trajectory, worse: Trajectory) -> list[TaskMemory]:
+    async def _compare(self, ctx: ServiceContext, better: Trajectory, worse: Trajectory) -> list[TaskMemory]:
         limit = self.params.max_step_chars
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+        prompt = self.render(
+            ctx,
             "compare",
-            ctx.language,
             query=task_query(better) or task_query(worse) or "(not stated)",
             better_score=f"{better.score:.2f}",
             better_steps=render_transcript(better.messages, limit=limit),

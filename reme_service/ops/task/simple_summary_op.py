@@ -9,21 +9,19 @@ Without an LLM each trajectory becomes one raw experience (`raw_experience`) and
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.memory_validation_op import publish
 from reme_service.ops.task.raw_experience import raw_experience
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories, task_query, trajectory_info
 from reme_service.ops.task.transcript import render_transcript
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class SimpleSummaryParams(OpParams):
@@ -33,12 +31,13 @@ class SimpleSummaryParams(OpParams):
     max_concurrency: int = 4
 
 
-class SimpleSummaryOp(Op):
-    Params: ClassVar[type[OpParams]] = SimpleSummaryParams
-    prompts: ClassVar[dict[str, set[str]]] = {"summarize": {"query", "transcript", "result"}}
-    params: SimpleSummaryParams
+class SimpleSummaryOp(ServiceOp[SimpleSummaryParams]):
+    prompts = {"summarize": {"query", "transcript", "result"}}
+    inputs = (fields.TRAJECTORIES,)
+    may_read = (task_keys.ALL_TRAJECTORIES,)
+    writes = (keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         trajectories = request_trajectories(ctx)
         threshold = self.params.success_score_threshold
         if not ctx.services.llm(self.params.llm).available:
@@ -56,13 +55,12 @@ class SimpleSummaryOp(Op):
         results = await gather_limited([self._summarise(ctx, t) for t in trajectories], self.params.max_concurrency)
         publish(ctx, [m for memories in results for m in memories])
 
-    async def _summarise(self, ctx: FlowContext, trajectory: Trajectory) -> list[TaskMemory]:
+    async def _summarise(self, ctx: ServiceContext, trajectory: Trajectory) -> list[TaskMemory]:
         success = trajectory.score >= self.params.success_score_threshold
         result = "success" if success else "failure"
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+        prompt = self.render(
+            ctx,
             "summarize",
-            ctx.language,
             query=task_query(trajectory) or "(not stated)",
             transcript=render_transcript(trajectory.messages, limit=self.params.max_step_chars),
             result=result if ctx.language != "zh" else ("成功" if success else "失败"),

@@ -9,12 +9,14 @@ concurrently (at most `max_concurrency` at a time). Without an LLM each trajecto
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Iterable
 from typing import ClassVar, TypeVar
 
-from reme_service.flow.context import FlowContext, Key
-from reme_service.flow.op import Op, OpParams
+from reme_service.concurrency import run_all
+from reme_service.flow.context import Key
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.raw_experience import raw_experience
 from reme_service.ops.task.trajectories import Segment, segment_context, segments_of, task_query, trajectory_info
@@ -25,7 +27,7 @@ from reme_service.schema.messages import Trajectory
 T = TypeVar("T")
 
 
-async def gather_limited(calls: Sequence[Awaitable[T]], limit: int) -> list[T]:
+async def gather_limited(calls: Iterable[Awaitable[T]], limit: int) -> list[T]:
     """Await `calls` concurrently, at most `limit` at a time; results in order; the first failure propagates."""
     gate = asyncio.Semaphore(max(1, limit))
 
@@ -33,18 +35,7 @@ async def gather_limited(calls: Sequence[Awaitable[T]], limit: int) -> list[T]:
         async with gate:
             return await call
 
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in calls]
-    except BaseExceptionGroup as group_error:
-        raise _first_leaf(group_error) from None
-    return [task.result() for task in tasks]
-
-
-def _first_leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
+    return await run_all(one(call) for call in calls)
 
 
 class StepExtractionParams(OpParams):
@@ -53,19 +44,17 @@ class StepExtractionParams(OpParams):
     max_concurrency: int = 4
 
 
-class BaseStepExtractionOp(Op):
-    """Not a flow op itself: subclasses set the prompt file, the trajectories they read and the key they write."""
+class BaseStepExtractionOp(ServiceOp[StepExtractionParams]):
+    """Not a flow op itself: a subclass names the trajectories it reads (`source`, also in its `may_read`) and the
+    key it writes (`target`, also in its `writes`); its prompt file follows from its module."""
 
-    Params: ClassVar[type[OpParams]] = StepExtractionParams
-    prompts: ClassVar[dict[str, set[str]]] = {"extract": {"query", "transcript", "context"}}
-    params: StepExtractionParams
+    prompts = {"extract": {"query", "transcript", "context"}}
 
-    prompt_file: ClassVar[Path]
     source: ClassVar[Key[list[Trajectory]]]
     target: ClassVar[Key[list[TaskMemory]]]
     success: ClassVar[bool]
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         trajectories = ctx.get(self.source, [])
         if not trajectories:
             ctx[self.target] = []
@@ -83,11 +72,10 @@ class BaseStepExtractionOp(Op):
         results = await gather_limited(calls, self.params.max_concurrency)
         ctx[self.target] = [memory for memories in results for memory in memories]
 
-    async def _extract(self, ctx: FlowContext, trajectory: Trajectory, segment: Segment) -> list[TaskMemory]:
-        prompt = ctx.services.prompts.render(
-            self.prompt_file,
+    async def _extract(self, ctx: ServiceContext, trajectory: Trajectory, segment: Segment) -> list[TaskMemory]:
+        prompt = self.render(
+            ctx,
             "extract",
-            ctx.language,
             query=task_query(trajectory) or "(not stated)",
             transcript=render_transcript(segment.messages, limit=self.params.max_step_chars),
             context=segment_context(trajectory, segment),

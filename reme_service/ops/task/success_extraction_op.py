@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.step_extraction import BaseStepExtractionOp
-from reme_service.prompts.loader import prompt_file_for
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class SuccessExtractionOp(BaseStepExtractionOp):
-    prompt_file = PROMPTS
     source = task_keys.SUCCESS_TRAJECTORIES
     target = task_keys.SUCCESS_MEMORIES
     success = True
+    may_read = (source,)
+    writes = (target,)

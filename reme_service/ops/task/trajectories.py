@@ -15,36 +15,34 @@ from typing import Any
 from pydantic import ValidationError
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.ops.task import keys as task_keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.task import fields, keys as task_keys
 from reme_service.schema.messages import Message, Role, Trajectory
 
 QUERY_LIMIT = 500
 
 
-def request_trajectories(ctx: FlowContext) -> list[Trajectory]:
-    """The trajectories of the request, validated: a non-empty list, each with at least one message.
+def request_trajectories(ctx: ServiceContext) -> list[Trajectory]:
+    """The trajectories of the request, checked: a non-empty list, each with at least one message.
 
-    Reuses what `TrajectoryPreprocessOp` already parsed when it ran earlier in the flow.
+    Reuses what `TrajectoryPreprocessOp` already checked when it ran earlier in the flow. An op that calls this
+    declares `fields.TRAJECTORIES` in `inputs` and `task_keys.ALL_TRAJECTORIES` in `may_read`.
     """
     if task_keys.ALL_TRAJECTORIES in ctx:
         return ctx[task_keys.ALL_TRAJECTORIES]
-    raw = ctx.field("trajectories", [])
-    if not raw:
+    trajectories = ctx.input(fields.TRAJECTORIES)
+    if not trajectories:
         raise InvalidRequestError(
             "'trajectories' is empty: send at least one trajectory (messages and a score)",
             details={"field": "trajectories"},
         )
-    out: list[Trajectory] = []
-    for index, item in enumerate(raw):
-        trajectory = item if isinstance(item, Trajectory) else Trajectory.model_validate(item)
+    for index, trajectory in enumerate(trajectories):
         if not trajectory.messages:
             raise InvalidRequestError(
                 f"trajectories[{index}] has no messages", details={"field": f"trajectories[{index}].messages"}
             )
         segments_of(trajectory, index)  # validates metadata.segments up front
-        out.append(trajectory)
-    return out
+    return list(trajectories)
 
 
 def task_query(trajectory: Trajectory) -> str:

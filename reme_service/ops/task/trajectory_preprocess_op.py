@@ -6,11 +6,10 @@ without messages or malformed `metadata.segments` is a 400 (wrong types are alre
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.task import keys as task_keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.trajectories import request_trajectories
 
 
@@ -18,11 +17,11 @@ class TrajectoryPreprocessParams(OpParams):
     success_threshold: float = 1.0
 
 
-class TrajectoryPreprocessOp(Op):
-    Params: ClassVar[type[OpParams]] = TrajectoryPreprocessParams
-    params: TrajectoryPreprocessParams
+class TrajectoryPreprocessOp(ServiceOp[TrajectoryPreprocessParams]):
+    inputs = (fields.TRAJECTORIES,)
+    writes = (task_keys.ALL_TRAJECTORIES, task_keys.SUCCESS_TRAJECTORIES, task_keys.FAILURE_TRAJECTORIES)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         trajectories = request_trajectories(ctx)
         threshold = self.params.success_threshold
         ctx[task_keys.ALL_TRAJECTORIES] = trajectories

@@ -10,19 +10,18 @@ the op is listed in `metadata.no_llm_ops`. Use after `TrajectoryPreprocessOp`.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.task import keys as task_keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.providers.llm.structured import chat_parsed
-from reme_service.schema.messages import Message, Trajectory
+from reme_service.schema.messages import Message, Role, Trajectory
 
-PROMPTS = prompt_file_for(__file__)
 STEP_CHARS = 300
 
 
@@ -54,12 +53,12 @@ def cut(messages: list[Message], points: list[int]) -> list[list[Message]]:
     return [messages[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-class TrajectorySegmentationOp(Op):
-    Params: ClassVar[type[OpParams]] = TrajectorySegmentationParams
-    prompts: ClassVar[dict[str, set[str]]] = {"segment": {"steps", "count"}}
-    params: TrajectorySegmentationParams
+class TrajectorySegmentationOp(ServiceOp[TrajectorySegmentationParams]):
+    prompts = {"segment": {"steps", "count"}}
+    inputs = (fields.TRAJECTORIES,)
+    may_read = (task_keys.ALL_TRAJECTORIES, task_keys.SUCCESS_TRAJECTORIES, task_keys.FAILURE_TRAJECTORIES)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         key = {
             "all": task_keys.ALL_TRAJECTORIES,
             "success": task_keys.SUCCESS_TRAJECTORIES,
@@ -74,15 +73,15 @@ class TrajectorySegmentationOp(Op):
             return
         await gather_limited([self._segment(ctx, t) for t in todo], self.params.max_concurrency)
 
-    async def _segment(self, ctx: FlowContext, trajectory: Trajectory) -> None:
+    async def _segment(self, ctx: ServiceContext, trajectory: Trajectory) -> None:
         messages = list(trajectory.messages)
         steps = "\n".join(
             f"Step {i} ({m.role.value}): {' '.join(m.text.split())[:STEP_CHARS]}" for i, m in enumerate(messages, 1)
         )
-        prompt = ctx.services.prompts.render(PROMPTS, "segment", ctx.language, steps=steps, count=len(messages))
+        prompt = self.render(ctx, "segment", steps=steps, count=len(messages))
         points = await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_points(reply, len(messages)),
             what="segmentation reply",
         )

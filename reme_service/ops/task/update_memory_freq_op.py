@@ -15,14 +15,20 @@ memory), `update_result = {"deleted_count": 0, "inserted_count": n, "updated_cou
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task.counters import counter
 from reme_service.schema.memory import TaskMemory, memory_from_node
 from reme_service.schema.vector_node import VectorNode
+
+MEMORY_DICTS: Input[list[dict[str, Any]]] = Input("memory_dicts", list[dict[str, Any]], factory=list)
+UPDATE_UTILITY: Input[bool] = Input("update_utility", bool, default=False)
 
 
 class UpdateMemoryFreqParams(OpParams):
@@ -30,11 +36,11 @@ class UpdateMemoryFreqParams(OpParams):
     update_utility: bool | None = None  # None: the request's `update_utility`
 
 
-def requested_ids(dicts: list[Any]) -> list[str]:
+def requested_ids(dicts: Sequence[Mapping[str, Any]]) -> list[str]:
     """The distinct `memory_id`s of `memory_dicts`, in order; 400 for an entry without one."""
     ids: list[str] = []
     for index, item in enumerate(dicts):
-        memory_id = item.get("memory_id") if isinstance(item, dict) else None
+        memory_id = item.get("memory_id")
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidRequestError(
                 f"memory_dicts[{index}] has no memory_id (send the memories a retrieval returned)",
@@ -44,15 +50,15 @@ def requested_ids(dicts: list[Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-class UpdateMemoryFreqOp(Op):
-    Params: ClassVar[type[OpParams]] = UpdateMemoryFreqParams
-    params: UpdateMemoryFreqParams
+class UpdateMemoryFreqOp(ServiceOp[UpdateMemoryFreqParams]):
+    inputs = (MEMORY_DICTS, UPDATE_UTILITY)
 
-    async def run(self, ctx: FlowContext) -> None:
-        ids = requested_ids(list(ctx.field("memory_dicts", [])))
+    async def run(self, ctx: ServiceContext) -> None:
+        dicts = ctx.input(MEMORY_DICTS)
+        ids = requested_ids(dicts)
         utility = self.params.update_utility
         if utility is None:
-            utility = bool(ctx.field("update_utility", False))
+            utility = ctx.input(UPDATE_UTILITY)
         store = ctx.services.store(self.params.store)
         updated: list[TaskMemory] = []
         if ids:
