@@ -12,33 +12,33 @@ An agent loop has no meaningful no-LLM path: without an LLM the request is refus
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
 
 from pydantic import Field
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.working import message_offload_op
+from reme_service.ops.common import fields as common_fields
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.working import fields
 from reme_service.ops.working.agent_tools import AgentTool, GrepTool, ReadFileTool
-from reme_service.ops.working.message_io import parse_messages
+from reme_service.ops.working.message_offload_op import MessageOffloadOp
 from reme_service.ops.working.offload import DiskView, OffloadParams, llm_snapshotter, offload, read_request
 from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
 from reme_service.ops.working.react_loop import react_loop
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.messages import Message, Role
 
-PROMPTS = prompt_file_for(__file__)
+#: what `conversation` reads; an op calling it declares these
+CONVERSATION_INPUTS = (common_fields.MESSAGES, common_fields.QUERY)
 
 
 class AgenticRetrieveParams(OffloadParams):
     max_steps: int = Field(default=20, ge=1, le=100, description="most LLM calls per request")
 
 
-def conversation(ctx: FlowContext) -> list[Message]:
+def conversation(ctx: ServiceContext) -> list[Message]:
     """The request's messages, plus `query` as a last user message when given; 400 when both are empty."""
-    messages = parse_messages(ctx.field("messages", []))
-    query = str(ctx.field("query", "")).strip()
+    messages = ctx.input(common_fields.MESSAGES).copy()  # the request's own list stays as sent
+    query = ctx.input(common_fields.QUERY).strip()
     if query:
         messages.append(Message(role=Role.USER, content=query))
     if not any(m.role is not Role.SYSTEM for m in messages):
@@ -46,7 +46,7 @@ def conversation(ctx: FlowContext) -> list[Message]:
     return messages
 
 
-def require_llm(ctx: FlowContext, name: str) -> None:
+def require_llm(ctx: ServiceContext, name: str) -> None:
     if not ctx.services.llm(name).available:
         raise InvalidRequestError(
             f"the {ctx.flow_name} flow runs an agent loop and needs an LLM; none is configured "
@@ -54,19 +54,19 @@ def require_llm(ctx: FlowContext, name: str) -> None:
         )
 
 
-class AgenticRetrieveOp(Op):
-    Params: ClassVar[type[OpParams]] = AgenticRetrieveParams
-    prompts: ClassVar[dict[str, set[str]]] = {"system": set()}
-    params: AgenticRetrieveParams
+class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
+    prompts = {"system": set()}
+    inputs = (*CONVERSATION_INPUTS, *fields.OFFLOAD_INPUTS)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         require_llm(ctx, params.llm)
         root = WorkingRoot(ctx.services.config.working_memory_root)
         request = read_request(ctx, root)
-        system = Message(role=Role.SYSTEM, content=ctx.services.prompts.render(PROMPTS, "system", ctx.language))
+        system = Message(role=Role.SYSTEM, content=self.render(ctx, "system"))
         messages = [system, *conversation(ctx)]
-        snapshot = llm_snapshotter(ctx, params, message_offload_op.PROMPTS)
+        # the snapshots use the compression prompt of summary_working_memory, so both offload alike
+        snapshot = llm_snapshotter(ctx, params, MessageOffloadOp.prompt_file)
         disk = DiskView(root)
         written: list[str] = []
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.working import keys
 from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
 
 
-class BatchWriteFileOp(Op):
-    async def run(self, ctx: FlowContext) -> None:
+class BatchWriteFileOp(ServiceOp[OpParams]):
+    may_read = (keys.WRITE_FILE_DICT,)
+
+    async def run(self, ctx: ServiceContext) -> None:
         files = ctx.get(keys.WRITE_FILE_DICT, {})
         root = WorkingRoot(ctx.services.config.working_memory_root)
         written = await asyncio.to_thread(write_files_atomically, root, files) if files else []

@@ -11,34 +11,40 @@ every failure with an empty success; here a missing file is 404, a bad pattern 4
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
 
 from pydantic import Field
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.working import fields
 from reme_service.ops.working.file_tools import grep_file
 from reme_service.ops.working.paths import WorkingRoot
+
+PATTERN: Input[str] = Input("pattern", str, default="")
+LIMIT: Input[int] = Input("limit", int, default=50)
+LITERAL: Input[bool] = Input("literal", bool, default=False)
+CASE_SENSITIVE: Input[bool] = Input("case_sensitive", bool, default=False)
 
 
 class GrepParams(OpParams):
     max_line_chars: int = Field(default=2000, ge=1, description="longer matching lines are shortened")
 
 
-class GrepOp(Op):
-    Params: ClassVar[type[OpParams]] = GrepParams
-    params: GrepParams
+class GrepOp(ServiceOp[GrepParams]):
+    inputs = (fields.FILE_PATH, PATTERN, LIMIT, LITERAL, CASE_SENSITIVE)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.services.config.working_memory_root)
         result = await asyncio.to_thread(
             grep_file,
             root,
-            str(ctx.field("file_path", "")),
-            str(ctx.field("pattern", "")),
-            limit=int(ctx.field("limit", 50)),
-            literal=bool(ctx.field("literal", False)),
-            case_sensitive=bool(ctx.field("case_sensitive", False)),
+            ctx.input(fields.FILE_PATH),
+            ctx.input(PATTERN),
+            limit=ctx.input(LIMIT),
+            literal=ctx.input(LITERAL),
+            case_sensitive=ctx.input(CASE_SENSITIVE),
             max_line_chars=self.params.max_line_chars,
         )
         ctx.response.answer = result.text

@@ -15,12 +15,11 @@ op is listed in `metadata.no_llm_ops`. With an LLM, a failed or unusable snapsho
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.working import keys
-from reme_service.ops.working.message_io import parse_messages, simple_dicts
+from reme_service.ops.common import fields as common_fields
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.working import fields, keys
+from reme_service.ops.working.message_io import simple_dicts
 from reme_service.ops.working.offload import (
     DiskView,
     OffloadParams,
@@ -30,22 +29,19 @@ from reme_service.ops.working.offload import (
     read_request,
 )
 from reme_service.ops.working.paths import WorkingRoot
-from reme_service.prompts.loader import prompt_file_for
-
-PROMPTS = prompt_file_for(__file__)
 
 
-class MessageOffloadOp(Op):
-    Params: ClassVar[type[OpParams]] = OffloadParams
-    prompts: ClassVar[dict[str, set[str]]] = {"compress": {"transcript"}}
-    params: OffloadParams
+class MessageOffloadOp(ServiceOp[OffloadParams]):
+    prompts = {"compress": {"transcript"}}
+    inputs = (common_fields.MESSAGES, *fields.OFFLOAD_INPUTS)
+    writes = (keys.WRITE_FILE_DICT,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.services.config.working_memory_root)
         request = read_request(ctx, root)
-        messages = parse_messages(ctx.field("messages", []))
+        messages = ctx.input(common_fields.MESSAGES)
         with_llm = ctx.services.llm(self.params.llm).available
-        snapshot = llm_snapshotter(ctx, self.params, PROMPTS) if with_llm else extractive_snapshotter
+        snapshot = llm_snapshotter(ctx, self.params, self.prompt_file) if with_llm else extractive_snapshotter
         outcome = await offload(messages, request, self.params.counter, snapshot, DiskView(root))
         if "compress" in outcome.applied and not with_llm:
             ctx.without_llm(self.name)

@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from reme_service.concurrency import run_all
 from reme_service.errors import ConfigError, InvalidRequestError
-from reme_service.flow.context import FlowContext
 from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.task.transcript import render_transcript
-from reme_service.ops.working.aio import run_all
+from reme_service.ops.working import fields
 from reme_service.ops.working.compaction import CompactSettings, FileNamer, OffloadResult, compact_messages
 from reme_service.ops.working.compression import (
     CompressionPlan,
@@ -47,7 +48,7 @@ from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.messages import Message, Role
 
 MODES = ("compact", "compress", "auto")
-Snapshotter = Callable[[list[Message], CompressionPlan], Awaitable[str]]
+Snapshotter = Callable[[list[Message], CompressionPlan], Coroutine[Any, Any, str]]
 
 
 class OffloadParams(OpParams):
@@ -83,42 +84,31 @@ class OffloadRequest:
     compress: CompressSettings
 
 
-def _positive(ctx: FlowContext, name: str, default: float) -> Any:
-    value = ctx.field(name, default)
-    if value <= 0:
-        raise InvalidRequestError(f"{name} must be > 0, got {value}")
-    return value
-
-
-def read_request(ctx: FlowContext, root: WorkingRoot) -> OffloadRequest:
-    """The knobs from the request fields; 400 for an unknown mode, 403 for a `store_dir` outside the root."""
-    mode = ctx.field("working_summary_mode", "auto") or "auto"
+def read_request(ctx: ServiceContext, root: WorkingRoot) -> OffloadRequest:
+    """The knobs from the request fields (`fields.OFFLOAD_INPUTS`, range-checked by the request model); 400 for
+    an unknown mode, 403 for a `store_dir` outside the root."""
+    mode = ctx.input(fields.WORKING_SUMMARY_MODE) or "auto"
     if mode not in MODES:
         raise InvalidRequestError(
             f"invalid working_summary_mode {mode!r}; valid modes: {', '.join(MODES)}", details={"valid": list(MODES)}
         )
-    keep = int(ctx.field("keep_recent_count", 10))
-    preview = int(ctx.field("preview_char_length", 0))
-    group = ctx.field("group_token_threshold", None)
-    if keep < 0 or preview < 0 or (group is not None and group < 0):
-        raise InvalidRequestError("keep_recent_count, preview_char_length and group_token_threshold must be >= 0")
-    store_dir = root.normalise_dir(str(ctx.field("store_dir", "")))
-    raw_chat_id = str(ctx.field("chat_id", ""))
-    chat_id = safe_stem(raw_chat_id) or uuid.uuid4().hex
-    max_total = int(_positive(ctx, "max_total_tokens", 20000))
+    keep = ctx.input(fields.KEEP_RECENT_COUNT)
+    store_dir = root.normalise_dir(ctx.input(fields.STORE_DIR))
+    chat_id = safe_stem(ctx.input(fields.CHAT_ID)) or uuid.uuid4().hex
+    max_total = ctx.input(fields.MAX_TOTAL_TOKENS)
     return OffloadRequest(
         mode=mode,
-        compact_ratio_threshold=float(_positive(ctx, "compact_ratio_threshold", 0.75)),
+        compact_ratio_threshold=ctx.input(fields.COMPACT_RATIO_THRESHOLD),
         compact=CompactSettings(
             max_total_tokens=max_total,
-            max_tool_message_tokens=int(_positive(ctx, "max_tool_message_tokens", 2000)),
+            max_tool_message_tokens=ctx.input(fields.MAX_TOOL_MESSAGE_TOKENS),
             keep_recent_count=keep,
             store_dir=store_dir,
-            preview_char_length=preview,
+            preview_char_length=ctx.input(fields.PREVIEW_CHAR_LENGTH),
         ),
         compress=CompressSettings(
             max_total_tokens=max_total,
-            group_token_threshold=int(group) if group else None,
+            group_token_threshold=ctx.input(fields.GROUP_TOKEN_THRESHOLD) or None,
             keep_recent_count=keep,
             store_dir=store_dir,
             chat_id=chat_id,
@@ -172,14 +162,16 @@ class OffloadOutcome:
         }
 
 
-def llm_snapshotter(ctx: FlowContext, params: OffloadParams, prompts: Path) -> Snapshotter:
-    """Snapshots written by the LLM (prompt `compress` of `prompts`); re-asked when the reply has no
-    `<state_snapshot>` block, then `LLMError` (502) — never an empty or invented summary."""
+def llm_snapshotter(ctx: ServiceContext, params: OffloadParams, prompt_file: Path) -> Snapshotter:
+    """Snapshots written by the LLM (template `compress` of `prompt_file`, i.e. `MessageOffloadOp.prompt_file`);
+    re-asked when the reply has no `<state_snapshot>` block, then `LLMError` (502) — never an empty or invented
+    summary."""
     llm = ctx.services.llm(params.llm)
     gate = asyncio.Semaphore(params.max_concurrency)
 
     async def snapshot(group: list[Message], plan: CompressionPlan) -> str:
-        prompt = ctx.services.prompts.render(prompts, "compress", ctx.language, transcript=render_transcript(group))
+        transcript = render_transcript(group)
+        prompt = ctx.services.prompts.render(prompt_file, "compress", ctx.language, transcript=transcript)
         async with gate:
             return await chat_parsed(
                 llm, [Message(role=Role.USER, content=prompt)], extract_snapshot, what="state snapshot"

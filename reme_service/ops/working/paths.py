@@ -86,8 +86,8 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
     try:
         for current, target in targets:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            staged.append((Path(tmp), target))
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((Path(tmp_name), target))
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(files[current])
         current = ""

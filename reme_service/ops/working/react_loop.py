@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reme_service.concurrency import run_all
 from reme_service.errors import ReMeError
 from reme_service.ops.working.agent_tools import AgentTool
-from reme_service.ops.working.aio import run_all
 from reme_service.ops.working.message_io import simple_dicts
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.messages import Message, Role, ToolCall

@@ -12,20 +12,17 @@ to configure — ReMe 0.2 needed a DashScope key for its web search and failed o
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 from pydantic import Field, field_validator
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.working.agentic_retrieve_op import conversation, require_llm
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.working.agentic_retrieve_op import CONVERSATION_INPUTS, conversation, require_llm
 from reme_service.ops.working.react_loop import react_loop
 from reme_service.ops.working.search_tools import SEARCH_TOOLS
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.messages import Message, Role
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class ReactSearchParams(OpParams):
@@ -43,12 +40,11 @@ class ReactSearchParams(OpParams):
         return value
 
 
-class ReactSearchOp(Op):
-    Params: ClassVar[type[OpParams]] = ReactSearchParams
-    prompts: ClassVar[dict[str, set[str]]] = {"system": {"now", "tools"}}
-    params: ReactSearchParams
+class ReactSearchOp(ServiceOp[ReactSearchParams]):
+    prompts = {"system": {"now", "tools"}}
+    inputs = CONVERSATION_INPUTS
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         if not params.search_tool:
             raise InvalidRequestError(
@@ -58,9 +54,7 @@ class ReactSearchOp(Op):
             )
         require_llm(ctx, params.llm)
         tool = SEARCH_TOOLS[params.search_tool](ctx, params.store, params.top_k)
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "system", ctx.language, now=datetime.now().strftime("%Y-%m-%d %H:%M:%S"), tools=tool.name
-        )
+        prompt = self.render(ctx, "system", now=datetime.now().strftime("%Y-%m-%d %H:%M:%S"), tools=tool.name)
         messages = [Message(role=Role.SYSTEM, content=prompt), *conversation(ctx)]
         llm = ctx.services.llm(params.llm)
         result = await react_loop(llm, messages, {tool.name: tool}, max_steps=params.max_steps)

@@ -11,21 +11,29 @@ from __future__ import annotations
 
 import asyncio
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op
+from reme_service.flow.context import Input
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.working import fields
 from reme_service.ops.working.file_tools import read_file
 from reme_service.ops.working.paths import WorkingRoot
 
+OFFSET: Input[int] = Input("offset", int, default=0)
+LIMIT: Input[int] = Input("limit", int, default=0)
 
-class ReadFileOp(Op):
-    async def run(self, ctx: FlowContext) -> None:
+
+class ReadFileOp(ServiceOp[OpParams]):
+    inputs = (fields.FILE_PATH, OFFSET, LIMIT)
+
+    async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.services.config.working_memory_root)
         result = await asyncio.to_thread(
             read_file,
             root,
-            str(ctx.field("file_path", "")),
-            offset=int(ctx.field("offset", 0)),
-            limit=int(ctx.field("limit", 0)),
+            ctx.input(fields.FILE_PATH),
+            offset=ctx.input(OFFSET),
+            limit=ctx.input(LIMIT),
         )
         ctx.response.answer = result.text
         ctx.response.metadata["read"] = {

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from reme_service.flow.context import FlowContext
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.working.agent_tools import AgentTool, arg_int, arg_str
 from reme_service.schema.memory import memory_from_node
 from reme_service.stores.base import VectorStore
@@ -57,10 +57,10 @@ class VectorStoreSearchTool(AgentTool):
         return "\n".join(lines)
 
 
-def _vector_store_tool(ctx: FlowContext, store: str, top_k: int) -> AgentTool:
+def _vector_store_tool(ctx: ServiceContext, store: str, top_k: int) -> AgentTool:
     return VectorStoreSearchTool(ctx.services.store(store), ctx.workspace_id, top_k)
 
 
-SearchToolFactory = Callable[[FlowContext, str, int], AgentTool]
+SearchToolFactory = Callable[[ServiceContext, str, int], AgentTool]
 
 SEARCH_TOOLS: Mapping[str, SearchToolFactory] = MappingProxyType({"vector_store": _vector_store_tool})
