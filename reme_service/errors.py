@@ -9,7 +9,8 @@ ReMeError                      code "internal_error", 500
 ├── PathNotAllowedError        code "path_not_allowed", 403
 ├── NotFoundError              code "not_found", 404
 ├── ProviderError              code "provider_error", 502
-│   ├── LLMError               code "llm_error"
+│   ├── LLMError               code "llm_error" (provider down, refused, timed out; or no LLM configured)
+│   │   └── LLMReplyError      code "llm_error" (the LLM answered, but not usably, after the re-asks)
 │   └── EmbeddingError         code "embedding_error"
 ├── StoreError                 code "store_unavailable", 503
 │   └── DimensionMismatchError code "dimension_mismatch", 400
@@ -36,6 +37,7 @@ __all__ = [
     "FlowSyntaxError",
     "InvalidRequestError",
     "LLMError",
+    "LLMReplyError",
     "NotFoundError",
     "OpError",
     "PathNotAllowedError",
@@ -119,7 +121,18 @@ class ProviderError(ReMeError):
 
 
 class LLMError(ProviderError):
+    """An LLM call failed: the provider is unreachable, refused or timed out after the client's retries, or no
+    LLM is configured. `LLMReplyError` is the subclass for a reply that arrived but cannot be used."""
+
     code = "llm_error"
+
+
+class LLMReplyError(LLMError):
+    """The LLM answered, but the reply is unusable (empty, or not in the requested format) after the re-asks.
+
+    On the wire it is an `LLMError` (code "llm_error", 502); the type lets a caller that can do without the
+    answer (reject one candidate, say) tell a bad reply from a provider that is down.
+    """
 
 
 class EmbeddingError(ProviderError):

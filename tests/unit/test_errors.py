@@ -1,4 +1,4 @@
-"""The error module: the failure envelope and the validation-error formatter."""
+"""The error module: the failure envelope, the validation-error formatter, the LLM error split."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from reme_service.errors import (
     InvalidRequestError,
+    LLMError,
+    LLMReplyError,
     NotFoundError,
     RequestValidationError,
     describe_validation_errors,
     error_envelope,
 )
+from reme_service.providers.retry import RetryableReply, call_with_retries
 
 
 class _Inner(BaseModel):
@@ -51,6 +54,8 @@ def test_envelope_shape() -> None:
 def test_error_types() -> None:
     invalid = RequestValidationError("bad")
     assert isinstance(invalid, InvalidRequestError) and (invalid.code, invalid.status) == ("validation_error", 422)
+    reply = LLMReplyError("unusable")
+    assert isinstance(reply, LLMError) and (reply.code, reply.status) == ("llm_error", 502)
 
 
 def test_describe_lists_each_field_with_its_location() -> None:
@@ -80,6 +85,35 @@ def test_describe_limit_explain_root_and_plain_items() -> None:
     assert describe_validation_errors(detail, skip_root="body", no_loc="(body)", line="<{loc}> {msg}") == (
         "<top_k> bad int; <(body)> not an object; odd"
     )
+
+
+@pytest.mark.anyio
+async def test_retries_name_an_unusable_reply_apart_from_a_failing_provider() -> None:
+    async def empty() -> str:
+        raise RetryableReply("empty reply")
+
+    with pytest.raises(LLMReplyError, match="empty reply"):
+        await call_with_retries(
+            empty, max_retries=1, backoff=0, error_cls=LLMError, reply_error_cls=LLMReplyError, what="call"
+        )
+    with pytest.raises(LLMError) as caught:  # without reply_error_cls, the caller's class as before
+        await call_with_retries(empty, max_retries=0, backoff=0, error_cls=LLMError, what="call")
+    assert type(caught.value) is LLMError
+
+    calls = 0
+
+    async def empty_then_down() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RetryableReply("empty reply")
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(LLMError) as down:  # the last failure decides
+        await call_with_retries(
+            empty_then_down, max_retries=1, backoff=0, error_cls=LLMError, reply_error_cls=LLMReplyError, what="call"
+        )
+    assert type(down.value) is LLMError
 
 
 def test_client_keeps_exporting_the_error_types() -> None:

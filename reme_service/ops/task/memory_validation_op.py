@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.flow import keys
 from reme_service.flow.context import FlowContext
 from reme_service.flow.op import Op, OpParams
@@ -28,7 +28,6 @@ from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.json_extract import extract_json_object
-from reme_service.providers.llm.openai_compatible import RetryableReply
 from reme_service.schema.memory import BaseMemory, TaskMemory
 from reme_service.schema.messages import Message
 
@@ -112,10 +111,8 @@ class MemoryValidationOp(Op):
         for _ in range(attempts):
             try:
                 reply = await llm.chat([Message(role="user", content=prompt)])
-            except LLMError as exc:
-                if isinstance(exc.__cause__, RetryableReply):  # empty every time the provider was asked
-                    return False, f"the validation reply was empty: {exc.message}"
-                raise
+            except LLMReplyError as exc:  # empty every time the provider was asked; a provider failure propagates
+                return False, f"the validation reply was empty: {exc.message}"
             last = reply.text
             verdict = parse_verdict(last)
             if verdict is None:
