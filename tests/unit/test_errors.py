@@ -1,7 +1,11 @@
-"""The error module: the failure envelope, the validation-error formatter, the LLM error split."""
+"""The error module: the failure envelope, the validation-error formatter, the LLM error split, light imports."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,8 @@ from reme_service.errors import (
     error_envelope,
 )
 from reme_service.providers.retry import RetryableReply, call_with_retries
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Inner(BaseModel):
@@ -121,3 +127,20 @@ def test_client_keeps_exporting_the_error_types() -> None:
 
     assert client.RequestValidationError is errors.RequestValidationError
     assert client.ServiceConnectionError is errors.ServiceConnectionError
+
+
+def test_client_import_loads_neither_openai_nor_numpy() -> None:
+    code = (
+        "import sys, reme_service.client; "
+        "loaded = [m for m in ('openai', 'numpy', 'tokenizers', 'reme_service.app') if m in sys.modules]; "
+        "assert not loaded, loaded; "
+        "from reme_service import ReMeApp, AppConfig; assert ReMeApp.__name__ == 'ReMeApp'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
