@@ -181,7 +181,9 @@ class OpenAIRetryingClient:
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=http_client,
+            # The SDK annotates `http_client` as its bundled `httpx2.AsyncClient`, yet its constructor checks for and
+            # accepts a plain `httpx.AsyncClient` too (`is_legacy_httpx_async_client`); only the annotation is narrow.
+            http_client=http_client,  # type: ignore[arg-type]
         )
 
     async def _with_retries(
