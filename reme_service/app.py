@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
-from reme_service.errors import ConfigError, NotFoundError, ReMeError
+from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
 from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
@@ -39,11 +39,6 @@ logger = logging.getLogger("reme_service")
 
 def build_op_registry(ops: tuple[type[AnyOp], ...] = ALL_OPS) -> Registry[type[AnyOp]]:
     return Registry("op", ((op.name, op) for op in ops))
-
-
-def error_envelope(error: ReMeError, request_id: str) -> dict[str, Any]:
-    """The failure response body: `success: false`, empty answer, the error with the request id."""
-    return {"answer": "", "success": False, "metadata": {"error": {**error.to_dict(), "request_id": request_id}}}
 
 
 class ReMeApp:
@@ -208,9 +203,10 @@ class ReMeApp:
         except NotFoundError as error:
             return error_envelope(error, request_id)
         except ValidationError as exc:
-            error = ReMeError("request validation failed", details={"errors": exc.errors(include_url=False)})
-            error.code, error.status = "validation_error", 422
-            return error_envelope(error, request_id)
+            invalid = RequestValidationError(
+                "request validation failed", details={"errors": exc.errors(include_url=False)}
+            )
+            return error_envelope(invalid, request_id)
         return (await self.run_validated(runner, request, request_id))[1]
 
     def execute(self, name: str, **fields: Any) -> dict[str, Any]:

@@ -42,26 +42,15 @@ from reme_service.errors import (
     PathNotAllowedError,
     ProviderError,
     ReMeError,
+    RequestValidationError,
+    ServiceConnectionError,
     StoreError,
+    describe_validation_errors,
 )
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8002"
 T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
-
-
-class RequestValidationError(InvalidRequestError):
-    """The request did not match the flow's schema (HTTP 422); `details["errors"]` has FastAPI's `detail` list."""
-
-    code = "validation_error"
-    status = 422
-
-
-class ServiceConnectionError(ReMeError):
-    """The service could not be reached (refused, unresolvable or timed out while connecting), after the retries."""
-
-    code = "connection_error"
-    status = 503
 
 
 ERROR_TYPES: dict[str, type[ReMeError]] = {
@@ -115,12 +104,8 @@ def _make_error(cls: type[ReMeError], message: str, status: int, code: str, deta
 
 
 def _validation_message(detail: list[Any]) -> str:
-    lines = []
-    for item in detail:
-        loc = [str(p) for p in item.get("loc", []) if p != "body"] if isinstance(item, dict) else []
-        msg = item.get("msg", str(item)) if isinstance(item, dict) else str(item)
-        lines.append(f"{'.'.join(loc) or '(body)'}: {msg}")
-    return "request validation failed: " + "; ".join(lines)
+    """One line per bad field of FastAPI's 422 `detail` list: `field.path: message`."""
+    return describe_validation_errors(detail, prefix="request validation failed: ", skip_root="body", no_loc="(body)")
 
 
 def error_from_response(response: httpx.Response) -> ReMeError:
@@ -224,7 +209,7 @@ class _ClientBase(Generic[H]):
             raise AttributeError(name)
 
         def flow_method(**fields: Any) -> Any:
-            return self.call(name, **fields)  # type: ignore[attr-defined]
+            return self.call(name, **fields)
 
         flow_method.__name__ = name
         return flow_method

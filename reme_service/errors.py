@@ -1,4 +1,4 @@
-"""The service's exception tree, with stable codes and HTTP statuses.
+"""The service's exception tree, with stable codes and HTTP statuses, and the failure envelope built from them.
 
 ```
 ReMeError                      code "internal_error", 500
@@ -6,22 +6,50 @@ ReMeError                      code "internal_error", 500
 │   ├── FlowSyntaxError        code "flow_syntax_error"
 │   └── FlowDeclarationError   code "flow_declaration_error"
 ├── InvalidRequestError        code "invalid_request", 400
+│   └── RequestValidationError code "validation_error", 422 (the request does not match the flow's schema)
 ├── PathNotAllowedError        code "path_not_allowed", 403
 ├── NotFoundError              code "not_found", 404
 ├── ProviderError              code "provider_error", 502
-│   ├── LLMError               code "llm_error"
+│   ├── LLMError               code "llm_error" (provider down, refused, timed out; or no LLM configured)
+│   │   └── LLMReplyError      code "llm_error" (the LLM answered, but not usably, after the re-asks)
 │   └── EmbeddingError         code "embedding_error"
 ├── StoreError                 code "store_unavailable", 503
 │   └── DimensionMismatchError code "dimension_mismatch", 400
+├── ServiceConnectionError     code "connection_error", 503 (client side: the service could not be reached)
 └── OpError                    wraps a failure inside a flow; code and status come from its cause
 ```
 
-`server/http.py` is the one place that turns these into HTTP responses.
+`error_envelope` is the one failure body of every front end (Python API, HTTP, MCP), and
+`describe_validation_errors` the one way pydantic's error lists become a message.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from pydantic_core import ValidationError
+
+__all__ = [
+    "ConfigError",
+    "DimensionMismatchError",
+    "EmbeddingError",
+    "FlowSyntaxError",
+    "InvalidRequestError",
+    "LLMError",
+    "LLMReplyError",
+    "NotFoundError",
+    "OpError",
+    "PathNotAllowedError",
+    "ProviderError",
+    "ReMeError",
+    "RequestValidationError",
+    "ServiceConnectionError",
+    "StoreError",
+    "describe_validation_errors",
+    "error_envelope",
+]
 
 
 class ReMeError(Exception):
@@ -67,6 +95,17 @@ class InvalidRequestError(ReMeError):
     status = 400
 
 
+class RequestValidationError(InvalidRequestError):
+    """The request does not match the flow's schema (a wrong type, a missing or unknown field).
+
+    `details["errors"]` holds the field errors as a list (pydantic's `errors()`, or FastAPI's 422 `detail` list
+    on the client). A subclass of `InvalidRequestError`, so "bad request" handlers catch it too.
+    """
+
+    code = "validation_error"
+    status = 422
+
+
 class PathNotAllowedError(ReMeError):
     """A file path resolves outside the configured roots."""
 
@@ -89,7 +128,18 @@ class ProviderError(ReMeError):
 
 
 class LLMError(ProviderError):
+    """An LLM call failed: the provider is unreachable, refused or timed out after the client's retries, or no
+    LLM is configured. `LLMReplyError` is the subclass for a reply that arrived but cannot be used."""
+
     code = "llm_error"
+
+
+class LLMReplyError(LLMError):
+    """The LLM answered, but the reply is unusable (empty, or not in the requested format) after the re-asks.
+
+    On the wire it is an `LLMError` (code "llm_error", 502); the type lets a caller that can do without the
+    answer (reject one candidate, say) tell a bad reply from a provider that is down.
+    """
 
 
 class EmbeddingError(ProviderError):
@@ -110,6 +160,16 @@ class DimensionMismatchError(StoreError):
     status = 400
 
 
+class ServiceConnectionError(ReMeError):
+    """The service could not be reached (refused, unresolvable or timed out while connecting), after the retries.
+
+    Raised by the HTTP client (`reme_service.client`), never by the service itself.
+    """
+
+    code = "connection_error"
+    status = 503
+
+
 class OpError(ReMeError):
     """A failure inside a flow, naming the flow and the op; status and code follow the cause."""
 
@@ -124,3 +184,74 @@ class OpError(ReMeError):
             self.status = cause.status
             self.details = dict(cause.details)
         self.details.update({"flow": flow, "op": op})
+
+
+def error_envelope(error: ReMeError, request_id: str) -> dict[str, Any]:
+    """The failure body shared by the Python API, HTTP and MCP.
+
+    `{"answer": "", "success": false, "metadata": {"error": {"code", "message", ["details",] "request_id"}}}`;
+    `details` appears only when the error has some.
+    """
+    return {"answer": "", "success": False, "metadata": {"error": {**error.to_dict(), "request_id": request_id}}}
+
+
+def describe_validation_errors(
+    errors: ValidationError | Iterable[Any],
+    *,
+    prefix: str = "",
+    line: str = "{loc}: {msg}",
+    no_loc: str = "(root)",
+    skip_root: str | None = None,
+    with_input: bool = False,
+    input_width: int = 80,
+    limit: int | None = None,
+    explain: Callable[[Mapping[str, Any]], str | None] | None = None,
+    separator: str = "; ",
+) -> str:
+    """One message for a list of validation errors: `prefix` + one part per error, joined by `separator`.
+
+    `errors` is a pydantic `ValidationError` or a list in the shape of its `errors()` (FastAPI's 422 `detail`
+    list has that shape too); an item that is not a mapping is shown as `str(item)`. Each part is `line` with
+    `{loc}` (the location parts joined with dots, or `no_loc` when there are none) and `{msg}` filled in.
+
+    - `skip_root`: a first location part to leave out (FastAPI's `"body"`);
+    - `with_input`: append ` (got <input as JSON>)`, cut to `input_width` characters, unless the field is missing;
+    - `limit`: describe at most this many errors and end with `(and N more)` for the rest;
+    - `explain`: called with each error first; a string it returns replaces the part (e.g. listing the valid
+      keys for an `extra_forbidden` error), None keeps the default.
+
+    ```python
+    describe_validation_errors(exc, prefix="invalid arguments: ", with_input=True)
+    # "invalid arguments: top_k: Input should be a valid integer (got \"many\")"
+    ```
+    """
+    items = list(errors.errors(include_url=False) if isinstance(errors, ValidationError) else errors)
+    shown = items if limit is None else items[: max(0, limit)]
+    parts = [_describe_one(item, line, no_loc, skip_root, with_input, input_width, explain) for item in shown]
+    more = f" (and {len(items) - len(shown)} more)" if len(items) > len(shown) else ""
+    return prefix + separator.join(parts) + more
+
+
+def _describe_one(
+    item: Any,
+    line: str,
+    no_loc: str,
+    skip_root: str | None,
+    with_input: bool,
+    input_width: int,
+    explain: Callable[[Mapping[str, Any]], str | None] | None,
+) -> str:
+    if not isinstance(item, Mapping):
+        return str(item)
+    if explain is not None:
+        special = explain(item)
+        if special is not None:
+            return special
+    loc = [str(part) for part in item.get("loc", ())]
+    if skip_root is not None and loc[:1] == [skip_root]:
+        loc = loc[1:]
+    text = line.format(loc=".".join(loc) or no_loc, msg=item.get("msg", str(item)))
+    if with_input and item.get("type") != "missing" and "input" in item:
+        shown = json.dumps(item["input"], default=repr, ensure_ascii=False, separators=(",", ":"))
+        text += f" (got {shown[:input_width]})"
+    return text

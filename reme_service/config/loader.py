@@ -20,7 +20,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ValidationError
 
 from reme_service.config.models import AppConfig
-from reme_service.errors import ConfigError
+from reme_service.errors import ConfigError, describe_validation_errors
 
 PACKAGED_DIR = Path(__file__).resolve().parent
 DEFAULT_YAML = PACKAGED_DIR / "default.yaml"
@@ -131,18 +131,18 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
+def _unknown_key(err: Mapping[str, Any]) -> str | None:
+    """The message of an `extra_forbidden` error, listing the keys valid at that place; None for other errors."""
+    if err.get("type") != "extra_forbidden":
+        return None
+    loc = tuple(err["loc"])
+    owner = _model_at(AppConfig, loc[:-1])
+    valid = ", ".join(owner.model_fields) if owner else "?"
+    return f"unknown config key '{'.'.join(str(p) for p in loc)}' (valid keys here: {valid})"
+
+
 def _explain(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        dotted = ".".join(str(p) for p in loc)
-        if err["type"] == "extra_forbidden":
-            owner = _model_at(AppConfig, loc[:-1])
-            valid = ", ".join(owner.model_fields) if owner else "?"
-            lines.append(f"unknown config key '{dotted}' (valid keys here: {valid})")
-        else:
-            lines.append(f"config key '{dotted}': {err['msg']}")
-    return "; ".join(lines)
+    return describe_validation_errors(exc, line="config key '{loc}': {msg}", no_loc="(top level)", explain=_unknown_key)
 
 
 def load_config(args: Iterable[str] = (), *, extra: Mapping[str, Any] | None = None) -> AppConfig:

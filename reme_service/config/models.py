@@ -112,13 +112,16 @@ class AppConfig(_Strict):
     @model_validator(mode="after")
     def _resolve_working_memory_root(self) -> AppConfig:
         # Resolved once, when the config is built (relative paths against the working directory of that moment).
+        self._set_working_memory_root()
+        return self
+
+    def _set_working_memory_root(self) -> None:
         folder = self.working_memory_dir or str(Path(self.data_dir) / "working_memory")
         self._working_memory_root = Path(folder).expanduser().resolve()
-        return self
 
     @property
     def working_memory_root(self) -> Path:
         """The absolute, symlink-free root that confines all working-memory files."""
         if not self._working_memory_root.is_absolute():  # built without validation (model_construct)
-            self._resolve_working_memory_root()
+            self._set_working_memory_root()
         return self._working_memory_root

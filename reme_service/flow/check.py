@@ -79,10 +79,11 @@ def _first_op(node: Node) -> str:
 
 
 def _members(annotation: Any) -> list[Any]:
-    """The alternatives of a union (`X | None` drops the None), else the annotation itself."""
+    """The plain types a value of `annotation` may have: unions are split (None dropped), `Annotated` unwrapped and
+    a `Literal` replaced by the types of its values, recursively."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
-        return [a for a in typing.get_args(annotation) if a is not type(None)]
+        return [m for a in typing.get_args(annotation) if a is not type(None) for m in _members(a)]
     if origin is typing.Annotated:
         return _members(typing.get_args(annotation)[0])
     if origin is typing.Literal:

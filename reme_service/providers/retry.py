@@ -6,7 +6,8 @@ The openai SDK's own retries are switched off (`max_retries=0`); `call_with_retr
   or empty replies, error events inside a stream;
 * not retried: any other 4xx (bad request, authentication, unknown model, ...);
 * the final error is the caller's `ProviderError` subclass (`LLMError`, `EmbeddingError`), whose message carries
-  the HTTP status and the provider's own error message.
+  the HTTP status and the provider's own error message; when the last attempt failed on an unusable reply
+  (`RetryableReply`) it is the caller's `reply_error_cls` instead (`LLMReplyError` for the LLM).
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ _RETRY_STATUSES = frozenset({408, 429})
 
 
 class RetryableReply(Exception):
-    """Raised inside an attempt when the reply is unusable (empty, malformed) and worth asking again."""
+    """Raised inside an attempt when the reply is unusable (empty, malformed) and worth asking again.
+
+    An internal signal of the retry loop: callers outside the provider see `reply_error_cls` (e.g. `LLMReplyError`).
+    """
 
 
 def backoff_delay(attempt: int, backoff: float, *, cap: float = BACKOFF_CAP) -> float:
@@ -103,14 +107,16 @@ async def call_with_retries(
     backoff: float,
     error_cls: type[ProviderError],
     what: str,
+    reply_error_cls: type[ProviderError] | None = None,
     request_timeout: float | None = None,
     details: Mapping[str, Any] | None = None,
 ) -> T:
     """Await `attempt()` up to `max_retries + 1` times (see the module docstring for what is retried).
 
     A `ProviderError` raised by `attempt` itself passes through untouched and is not retried. Any other
-    openai / transport failure becomes `error_cls("<what> failed ...: <reason>")`; exceptions the client does not
-    know (programming errors) propagate as they are. `request_timeout` only words the timeout message.
+    openai / transport failure becomes `error_cls("<what> failed ...: <reason>")`, or `reply_error_cls` (default:
+    `error_cls`) when the last failure was a `RetryableReply`; exceptions the client does not know (programming
+    errors) propagate as they are. `request_timeout` only words the timeout message.
     """
     attempts = max_retries + 1
     for number in range(1, attempts + 1):
@@ -127,7 +133,8 @@ async def call_with_retries(
                 raise error_cls(f"{what} failed: {reason}", details=info) from exc
             if number == attempts:
                 tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
-                raise error_cls(f"{what} failed after {tries}: {reason}", details=info) from exc
+                final_cls = reply_error_cls if reply_error_cls and isinstance(exc, RetryableReply) else error_cls
+                raise final_cls(f"{what} failed after {tries}: {reason}", details=info) from exc
             delay = backoff_delay(number, backoff)
             hint = _retry_after(exc)
             if hint is not None:
@@ -174,11 +181,19 @@ class OpenAIRetryingClient:
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=http_client,
+            # The SDK annotates `http_client` as its bundled `httpx2.AsyncClient`, yet its constructor checks for and
+            # accepts a plain `httpx.AsyncClient` too (`is_legacy_httpx_async_client`); only the annotation is narrow.
+            http_client=http_client,  # type: ignore[arg-type]
         )
 
     async def _with_retries(
-        self, attempt: Callable[[], Awaitable[T]], *, error_cls: type[ProviderError], what: str, model: str
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        error_cls: type[ProviderError],
+        what: str,
+        model: str,
+        reply_error_cls: type[ProviderError] | None = None,
     ) -> T:
         """`call_with_retries` with this client's settings; the error details name the backend, model and URL."""
         return await call_with_retries(
@@ -186,6 +201,7 @@ class OpenAIRetryingClient:
             max_retries=self.max_retries,
             backoff=self.backoff,
             error_cls=error_cls,
+            reply_error_cls=reply_error_cls,
             what=what,
             request_timeout=self.timeout,
             details={"backend": self.backend, "model": model, "base_url": self.base_url},

@@ -19,8 +19,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 
 from reme_service import __version__
-from reme_service.app import ReMeApp, error_envelope
-from reme_service.errors import NotFoundError, ReMeError
+from reme_service.app import ReMeApp
+from reme_service.errors import NotFoundError, ReMeError, error_envelope
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 

@@ -22,8 +22,13 @@ import orjson
 from mcp import types
 from pydantic import ValidationError
 
-from reme_service.app import error_envelope
-from reme_service.errors import NotFoundError, ReMeError
+from reme_service.errors import (
+    NotFoundError,
+    ReMeError,
+    RequestValidationError,
+    describe_validation_errors,
+    error_envelope,
+)
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
@@ -66,15 +71,10 @@ def answer_text(answer: Any) -> str:
 
 
 def describe_validation_error(flow: str, exc: ValidationError) -> str:
-    """One line per bad field: `field.path: message (got value)`."""
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        got = ""
-        if err["type"] != "missing" and "input" in err:
-            got = f" (got {orjson.dumps(err['input'], default=repr).decode()[:80]})"
-        parts.append(f"{where}: {err['msg']}{got}")
-    return f"invalid arguments for tool '{flow}': " + "; ".join(parts)
+    """One part per bad field: `field.path: message (got value)`."""
+    return describe_validation_errors(
+        exc, prefix=f"invalid arguments for tool '{flow}': ", no_loc="(arguments)", with_input=True
+    )
 
 
 def _error_result(error: ReMeError, request_id: str) -> types.CallToolResult:
@@ -90,20 +90,20 @@ async def call_flow(app: ReMeApp, name: str, arguments: dict[str, Any] | None) -
     request_id = uuid.uuid4().hex[:16]
     runner = app.flows.get(name)
     if runner is None:
-        error = NotFoundError(f"unknown tool {name!r}; available: {', '.join(sorted(app.flows))}")
-        return _error_result(error, request_id)
+        unknown = NotFoundError(f"unknown tool {name!r}; available: {', '.join(sorted(app.flows))}")
+        return _error_result(unknown, request_id)
     try:
         request = runner.request_model.model_validate(arguments or {})
     except ValidationError as exc:
-        error = ReMeError(describe_validation_error(name, exc), details={"errors": exc.errors(include_url=False)})
-        error.code, error.status = "validation_error", 422
-        return _error_result(error, request_id)
+        errors = exc.errors(include_url=False)
+        invalid = RequestValidationError(describe_validation_error(name, exc), details={"errors": errors})
+        return _error_result(invalid, request_id)
     try:
         status, payload = await app.run_validated(runner, request, request_id)
     except Exception as exc:  # noqa: BLE001 - an unexpected failure is still a tool error, never a crash
         logger.exception("[%s] tool %s failed", request_id, name)
-        error = ReMeError(f"internal error ({type(exc).__name__}); see the server log for request {request_id}")
-        return _error_result(error, request_id)
+        internal = ReMeError(f"internal error ({type(exc).__name__}); see the server log for request {request_id}")
+        return _error_result(internal, request_id)
     if status != 200 or not payload.get("success", False):
         message = payload.get("metadata", {}).get("error", {}).get("message", "the flow failed")
         return types.CallToolResult(

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMError, LLMReplyError
 from reme_service.providers.llm.none import NoLLM
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM, backoff_delay
 from reme_service.schema.messages import Message, Role
@@ -183,6 +183,7 @@ async def test_persistent_server_error_raises_with_provider_message(fake: FakeOp
     assert "503" in str(caught.value)
     assert caught.value.status == 502
     assert caught.value.details["attempts"] == 3
+    assert not isinstance(caught.value, LLMReplyError)  # the provider is down, not the reply unusable
     assert len(chat_bodies(fake)) == 3
 
 
@@ -206,8 +207,9 @@ async def test_empty_reply_is_retried_then_fails(fake: FakeOpenAI, llm: OpenAICo
     fake.script(FakeReply(), "second time lucky")
     assert (await llm.chat(user("hi"))).content == "second time lucky"
     fake.script(FakeReply(), FakeReply(reasoning="only thoughts"), FakeReply(content="   "))
-    with pytest.raises(LLMError, match="empty reply"):
+    with pytest.raises(LLMReplyError, match="empty reply") as caught:
         await llm.chat(user("hi"))
+    assert (caught.value.code, caught.value.status) == ("llm_error", 502)  # an LLMError on the wire
     assert len(chat_bodies(fake)) == 2 + 3
 
 

@@ -284,3 +284,16 @@ def test_current_op_names_the_running_op_in_each_parallel_branch() -> None:
     asyncio.run(scenario())
     assert ctx._data == {"left": "WhoOp", "right": "OtherWhoOp"}
     assert current_op.get() == ""
+
+
+def test_compatibility_looks_inside_optionals_enums_and_annotations() -> None:
+    from typing import Annotated, Literal
+
+    from reme_service.flow.check import compatible
+
+    assert compatible(Literal["en", "zh"] | None, str)
+    assert compatible(Annotated[int, "bounds"] | None, float)
+    assert compatible(list[Literal["a"]], list[str])
+    assert not compatible(Literal["en", "zh"] | None, int)
+    assert not compatible(list[str], list[int])
+    assert not compatible(dict[str, int], list[int])

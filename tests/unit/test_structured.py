@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM
 from reme_service.providers.llm.structured import chat_parsed
@@ -43,7 +43,7 @@ async def test_always_malformed_raises_with_the_last_reply(fake: tuple[FakeOpenA
     server.script("nope 1", "nope 2", "nope 3")
     llm = OpenAICompatibleLLM(model_name="m", base_url=url, backoff=0.01)
     try:
-        with pytest.raises(LLMError, match="nope 3"):
+        with pytest.raises(LLMReplyError, match="nope 3"):
             await chat_parsed(llm, [Message(content="hi")], extract_json_object, attempts=3, what="validation")
     finally:
         await llm.close()

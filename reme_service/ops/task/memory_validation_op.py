@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys
 from reme_service.ops.common.context import ServiceContext
@@ -29,9 +29,8 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.providers.llm.json_extract import extract_json_object
-from reme_service.providers.llm.openai_compatible import RetryableReply
 from reme_service.schema.memory import BaseMemory, TaskMemory
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 
 class MemoryValidationParams(OpParams):
@@ -110,11 +109,9 @@ class MemoryValidationOp(ServiceOp[MemoryValidationParams]):
         attempts = max(1, self.params.attempts)
         for _ in range(attempts):
             try:
-                reply = await llm.chat([Message(role="user", content=prompt)])
-            except LLMError as exc:
-                if isinstance(exc.__cause__, RetryableReply):  # empty every time the provider was asked
-                    return False, f"the validation reply was empty: {exc.message}"
-                raise
+                reply = await llm.chat([Message(role=Role.USER, content=prompt)])
+            except LLMReplyError as exc:  # empty every time the provider was asked; a provider failure propagates
+                return False, f"the validation reply was empty: {exc.message}"
             last = reply.text
             verdict = parse_verdict(last)
             if verdict is None:

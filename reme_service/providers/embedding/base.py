@@ -42,4 +42,5 @@ def normalise_rows(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     """L2-normalise each row; zero rows stay zero."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
+    normalised: NDArray[np.float32] = (matrix / norms).astype(np.float32, copy=False)
+    return normalised

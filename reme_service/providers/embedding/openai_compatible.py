@@ -105,8 +105,9 @@ class OpenAICompatibleEmbedding(OpenAIRetryingClient, EmbeddingClient):
                 details={**details, "expected": expected, "got": len(data)},
             )
         indexes = [getattr(item, "index", None) for item in data]
-        if all(isinstance(i, int) for i in indexes):
-            if sorted(indexes) != list(range(expected)):
+        int_indexes = [i for i in indexes if isinstance(i, int)]
+        if len(int_indexes) == len(indexes):
+            if sorted(int_indexes) != list(range(expected)):
                 raise EmbeddingError(
                     f"embedding model '{self.model_name}' returned indexes {indexes}, expected 0..{expected - 1}",
                     details=details,

@@ -11,8 +11,10 @@ from reme_service.schema.messages import Message
 
 class LLMClient(ABC):
     """Chat completion. `chat` returns one aggregated assistant message (content, reasoning_content,
-    tool_calls) or raises `LLMError` (a 502) after the client's retries. It never returns an empty message
-    in place of an error. `available` is False for the `none` backend: ops then take their no-LLM path.
+    tool_calls) or, after the client's retries, raises `LLMError` (a 502). It never returns an empty message
+    in place of an error: a provider that keeps answering with nothing raises `LLMReplyError`, the `LLMError`
+    subclass for "the LLM answered, but not usably", while an unreachable or failing provider raises plain
+    `LLMError`. `available` is False for the `none` backend: ops then take their no-LLM path.
     """
 
     backend: str = "abstract"

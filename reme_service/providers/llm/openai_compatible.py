@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from openai.types.chat import ChatCompletionChunk
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMError, LLMReplyError
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.retry import (
     OpenAIRetryingClient,
@@ -163,6 +163,7 @@ class OpenAICompatibleLLM(OpenAIRetryingClient, LLMClient):
         return await self._with_retries(
             lambda: self._chat_once(request),
             error_cls=LLMError,
+            reply_error_cls=LLMReplyError,
             what=f"LLM call to model '{request['model']}'",
             model=request["model"],
         )

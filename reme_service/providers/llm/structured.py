@@ -1,8 +1,8 @@
 """Ask an LLM for output in a contract (JSON, a line format) and re-ask when the reply does not follow it.
 
 Transport failures are retried by the client itself; this layer retries replies that arrived but cannot be
-parsed. After `attempts` unusable replies it raises `LLMError` quoting the last one — malformed output is
-never silently accepted and never silently dropped.
+parsed. After `attempts` unusable replies it raises `LLMReplyError` (an `LLMError`, 502) quoting the last
+one — malformed output is never silently accepted and never silently dropped.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.messages import Message
 
@@ -26,7 +26,10 @@ async def chat_parsed(
     what: str = "reply",
     **settings: Any,
 ) -> T:
-    """Call the LLM until `parse(reply_text)` returns something other than None (at most `attempts` calls)."""
+    """Call the LLM until `parse(reply_text)` returns something other than None (at most `attempts` calls).
+
+    Raises `LLMReplyError` when no reply parses, and lets the client's own `LLMError` (provider down) through.
+    """
     last = ""
     for _ in range(max(1, attempts)):
         reply = await llm.chat(messages, **settings)
@@ -34,7 +37,7 @@ async def chat_parsed(
         parsed = parse(last)
         if parsed is not None:
             return parsed
-    raise LLMError(
+    raise LLMReplyError(
         f"the LLM's {what} did not follow the expected format after {attempts} attempts; last reply: {last[:300]!r}",
         details={"attempts": attempts},
     )
