@@ -89,7 +89,8 @@ async def test_time_candidates_beyond_the_semantic_recall_are_found(tmp_path: Pa
         "flow:\n"
         f"  retrieve_personal_memory:\n    flow_content: {head}FuseRerankOp()\n"
         f"  retrieve_without_time:\n    flow_content: {head}FuseRerankOp(enable_time_fusion=False)\n"
-        "    input_schema: {query: {type: string}, query_time: {type: any, items: Timestamp}, top_k: {type: integer}}\n"
+        "    input_schema: {query: {type: string}, query_time: {type: any, items: Timestamp}, top_k: {type: integer},"
+        " user_name: {type: string}, language: {type: string, enum: ['', en, zh]}}\n"
     )
     async with personal_app(tmp_path, f"config={overlay}") as app:
         await remember(app, ("I love hiking, hiking and more hiking at Mount Rainier.", "2023-05-01 10:00:00"))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from reme_service.app import ReMeApp
+from reme_service.errors import FlowDeclarationError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
@@ -223,10 +224,14 @@ async def test_bad_times_and_empty_messages_are_request_errors(tmp_path: Path) -
 
 
 async def test_a_flow_declared_without_the_timed_schemas_still_refuses_bad_times(tmp_path: Path) -> None:
+    # `messages` is left to the base field (plain `Message` items) and `trajectories` untyped, so neither is
+    # time-checked by the request model; the other fields the ops read must be declared, or the flow does not start
     overlay = tmp_path / "plain_messages.yaml"
     overlay.write_text(
         "flow:\n  loose_summary:\n    flow_content: InfoFilterOp() >> (GetObservationOp() | GetObservationWithTimeOp()"
         " | LoadTodayMemoryOp()) >> ContraRepeatOp() >> UpdateVectorStoreOp()\n"
+        "    input_schema: {trajectories: {type: array}, user_name: {type: string},"
+        " language: {type: string, enum: ['', en, zh]}}\n"
     )
     async with ReMeApp(
         f"data_dir={tmp_path}",
@@ -241,7 +246,27 @@ async def test_a_flow_declared_without_the_timed_schemas_still_refuses_bad_times
         assert result["success"] is False
         error = result["metadata"]["error"]
         assert error["code"] == "invalid_request" and error["details"]["field"] == "messages.0.time_created"
+        plain_trajectory = {"messages": [user("I am vegan.", "sometime in spring")]}
+        result = await app.async_execute(name="loose_summary", workspace_id=WS, trajectories=[plain_trajectory])
+        error = result["metadata"]["error"]
+        assert error["details"]["field"] == "trajectories.0.messages.0.time_created"
         assert await stored(app, WS) == []
+        good = {"messages": [user("I am vegan and I live in Lyon.")], "time_created": "2023-05-08 10:00:00"}
+        result = await app.async_execute(name="loose_summary", workspace_id=WS, user_name="Alice", trajectories=[good])
+        assert result["success"], result
+        assert {m["time_created"] for m in await stored(app, WS)} == {"2023-05-08 10:00:00"}
+
+
+def test_a_flow_whose_trajectories_would_lose_their_time_does_not_start(tmp_path: Path) -> None:
+    # a plain `Trajectory` has no `time_created`: the request model would drop the conversation's time
+    overlay = tmp_path / "plain_trajectories.yaml"
+    overlay.write_text(
+        "flow:\n  lossy_summary:\n    flow_content: InfoFilterOp() >> GetObservationOp() >> ContraRepeatOp()\n"
+        "    input_schema: {trajectories: {type: array, items: Trajectory}, user_name: {type: string},"
+        " language: {type: string, enum: ['', en, zh]}}\n"
+    )
+    with pytest.raises(FlowDeclarationError, match="InfoFilterOp reads request field 'trajectories'"):
+        ReMeApp(f"data_dir={tmp_path}", f"config={overlay}", "vector_store.default.backend=memory", env={})
 
 
 # ---------------------------------------------------------------- with an LLM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reme_service.flow.op import Op
+from reme_service.flow.op import AnyOp
 from reme_service.ops.personal.contra_repeat_op import ContraRepeatOp
 from reme_service.ops.personal.extract_time_op import ExtractTimeOp
 from reme_service.ops.personal.fuse_rerank_op import FuseRerankOp
@@ -21,7 +21,7 @@ from reme_service.ops.personal.set_query_op import SetQueryOp
 from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, Timestamp
 from reme_service.ops.personal.update_insight_op import UpdateInsightOp
 
-PERSONAL_OPS: tuple[type[Op], ...] = (
+PERSONAL_OPS: tuple[type[AnyOp], ...] = (
     InfoFilterOp,
     GetObservationOp,
     GetObservationWithTimeOp,

@@ -14,21 +14,17 @@ Output: `MEMORY_LIST` = the new observations that survive; `DELETED_MEMORY_IDS` 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
-from reme_service.ops.personal.memories import batches, gather_limited, language
+from reme_service.ops.personal.memories import batches, gather_limited
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import dedup_key
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import BaseMemory, PersonalMemory
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class ContraRepeatParams(OpParams):
@@ -59,12 +55,12 @@ def repeated(items: list[PersonalMemory]) -> set[str]:
     return losers
 
 
-class ContraRepeatOp(Op):
-    Params: ClassVar[type[OpParams]] = ContraRepeatParams
-    prompts: ClassVar[dict[str, set[str]]] = {"contra_repeat": {"count", "statements"}}
-    params: ContraRepeatParams
+class ContraRepeatOp(PersonalOp[ContraRepeatParams]):
+    prompts = {"contra_repeat": {"count", "statements"}}
+    may_read = (keys.OBSERVATIONS, keys.OBSERVATIONS_WITH_TIME, keys.TODAY_MEMORIES)
+    writes = (common_keys.MEMORY_LIST, common_keys.DELETED_MEMORY_IDS)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         new = ctx.get(keys.OBSERVATIONS, []) + ctx.get(keys.OBSERVATIONS_WITH_TIME, [])
         new_ids = {m.memory_id for m in new}
         stored = [m for m in ctx.get(keys.TODAY_MEMORIES, []) if m.memory_id not in new_ids]
@@ -83,8 +79,8 @@ class ContraRepeatOp(Op):
         for memory in survivors:
             memory.workspace_id = ctx.workspace_id
         deleted = [m.memory_id for m in stored if m.memory_id in losers]
-        ctx[flow_keys.MEMORY_LIST] = survivors
-        ctx[flow_keys.DELETED_MEMORY_IDS] = deleted
+        ctx[common_keys.MEMORY_LIST] = survivors
+        ctx[common_keys.DELETED_MEMORY_IDS] = deleted
         ctx.response.answer = "\n".join(m.content for m in survivors)
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in survivors]
         ctx.response.metadata["deleted_memory_ids"] = deleted
@@ -94,16 +90,14 @@ class ContraRepeatOp(Op):
             "stored_deleted": len(deleted),
         }
 
-    async def _judge(self, ctx: FlowContext, group: list[PersonalMemory]) -> set[str]:
+    async def _judge(self, ctx: ServiceContext, group: list[PersonalMemory]) -> set[str]:
         if len(group) < 2:
             return set()
         lines = "\n".join(f"{i}. [{m.time_created}] {m.content}" for i, m in enumerate(group, 1))
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "contra_repeat", language(ctx), count=len(group), statements=lines
-        )
+        prompt = self.render(ctx, "contra_repeat", count=len(group), statements=lines)
         judged: dict[int, Judgment] = await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_judgments(reply, len(group)),
             what="contradiction judgments",
         )

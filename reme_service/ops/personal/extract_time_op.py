@@ -10,22 +10,18 @@ LLM is asked again, then the request fails (502). `metadata.time_extraction` say
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.line_format import parse_time
 from reme_service.ops.personal.memories import language
 from reme_service.ops.personal.observation_base import resolve_time
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word
 from reme_service.ops.personal.timespan import TimeSpan, format_moment
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.structured import chat_parsed
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class ExtractTimeParams(OpParams):
@@ -33,13 +29,13 @@ class ExtractTimeParams(OpParams):
     llm: str = "default"
 
 
-class ExtractTimeOp(Op):
-    Params: ClassVar[type[OpParams]] = ExtractTimeParams
-    prompts: ClassVar[dict[str, set[str]]] = {"extract_time": {"query", "query_time"}}
-    params: ExtractTimeParams
+class ExtractTimeOp(PersonalOp[ExtractTimeParams]):
+    prompts = {"extract_time": {"query", "query_time"}}
+    reads = (common_keys.QUERY, keys.QUERY_TIME)
+    writes = (keys.TIME_SPAN,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        query, moment = ctx[flow_keys.QUERY], ctx[keys.QUERY_TIME]
+    async def run(self, ctx: ServiceContext) -> None:
+        query, moment = ctx[common_keys.QUERY], ctx[keys.QUERY_TIME]
         spans = find_time_spans(query, moment)
         span: TimeSpan | None = None
         method = "rules"
@@ -55,15 +51,12 @@ class ExtractTimeOp(Op):
         ctx[keys.TIME_SPAN] = span
         ctx.response.metadata["time_extraction"] = {**span.to_dict(), "method": method} if span else None
 
-    async def _ask(self, ctx: FlowContext, query: str) -> TimeSpan | None:
+    async def _ask(self, ctx: ServiceContext, query: str) -> TimeSpan | None:
         moment = ctx[keys.QUERY_TIME]
-        lang = language(ctx)
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "extract_time", lang, query=query, query_time=format_moment(moment, lang)
-        )
+        prompt = self.render(ctx, "extract_time", query=query, query_time=format_moment(moment, language(ctx)))
         answer = await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             parse_time,
             what="time answer",
         )

@@ -22,14 +22,16 @@ said and, when known, the time it refers to; `metadata.memory_list` holds them w
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any, cast
 
 from pydantic import Field
 
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.memories import INSIGHT, event_span, personal_filter, said_at
 from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
 from reme_service.ops.personal.time_expressions import asks_about_time
@@ -79,17 +81,20 @@ def answer_line(memory: BaseMemory) -> str:
     return text
 
 
-class FuseRerankOp(Op):
-    Params: ClassVar[type[OpParams]] = FuseRerankParams
-    params: FuseRerankParams
+class FuseRerankOp(ServiceOp[FuseRerankParams]):
+    inputs = (fields.TOP_K,)
+    reads = (common_keys.QUERY,)
+    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR)
+    writes = (common_keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         params = self.params
-        memories = list(ctx.get(flow_keys.MEMORY_LIST, []))
+        candidates = ctx.get(common_keys.MEMORY_LIST, [])
+        memories = list(candidates)
         span = ctx.get(keys.TIME_SPAN, None) if params.enable_time_fusion else None
         if span is not None and memories:
             memories += await self._time_candidates(ctx, span, {m.memory_id for m in memories})
-        when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[flow_keys.QUERY])
+        when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[common_keys.QUERY])
         scored: list[tuple[float, str, BaseMemory]] = []
         for memory in memories:
             relevance = memory.relevance or 0.0
@@ -104,9 +109,9 @@ class FuseRerankOp(Op):
                 ratio *= params.fuse_time_question_ratio
             scored.append((relevance * ratio, match, memory))
         scored.sort(key=lambda item: item[0], reverse=True)
-        limit = params.output_memory_max_count or int(ctx.field("top_k", 3))
+        limit = params.output_memory_max_count or ctx.input(fields.TOP_K)
         kept = scored[:limit]
-        ctx[flow_keys.MEMORY_LIST] = [m for _, _, m in kept]
+        ctx[common_keys.MEMORY_LIST] = [m for _, _, m in kept]
         ctx.response.answer = "\n".join(answer_line(m) for _, _, m in kept)
         ctx.response.metadata["memory_list"] = [self._dump(m, fused, match) for fused, match, m in kept]
 
@@ -114,16 +119,17 @@ class FuseRerankOp(Op):
     def _dump(memory: BaseMemory, fused: float, match: str) -> dict[str, Any]:
         return {**memory.model_dump(mode="json"), "fused_score": round(fused, 6), "time_match": match or None}
 
-    async def _time_candidates(self, ctx: FlowContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
+    async def _time_candidates(self, ctx: ServiceContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
         """Memories beyond the semantic candidates that match `span`, from a wider similarity search."""
         store = ctx.services.store(self.params.store)
         flt = personal_filter(ctx.get(keys.TARGET, None))
         top_k = self.params.time_recall_top_k
         vector = ctx.get(keys.QUERY_VECTOR, None)
         if vector is None:
-            hits = await store.search(ctx.workspace_id, ctx[flow_keys.QUERY], top_k=top_k, filter=flt)
+            hits = await store.search(ctx.workspace_id, ctx[common_keys.QUERY], top_k=top_k, filter=flt)
         else:  # the vector RetrieveMemoryOp embedded: no second embedding call
-            hits = await store.search_vector(ctx.workspace_id, vector, top_k=top_k, filter=flt)
+            # an array is what the stores take at run time; their signature says `Sequence[float]`
+            hits = await store.search_vector(ctx.workspace_id, cast(Sequence[float], vector), top_k=top_k, filter=flt)
         found: list[BaseMemory] = []
         for memory in hits_to_memories(hits):
             if memory.memory_id not in seen and time_match(memory, span):

@@ -8,21 +8,17 @@ each statement becomes one observation in the user's own words (see `observation
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from reme_service.flow.context import Key
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.observation_base import ObservationBaseOp
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import PersonalMemory
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class GetObservationOp(ObservationBaseOp):
-    prompts: ClassVar[dict[str, set[str]]] = {"get_observation": {"user_name", "count", "sentences"}}
+    prompts = {"get_observation": {"user_name", "count", "sentences"}}
+    writes = (keys.OBSERVATIONS,)
     with_time: ClassVar[bool] = False
     prompt_name: ClassVar[str] = "get_observation"
-    prompt_path: ClassVar[Path] = PROMPTS
     output_key: ClassVar[Key[list[PersonalMemory]]] = keys.OBSERVATIONS

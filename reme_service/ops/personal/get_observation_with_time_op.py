@@ -9,21 +9,17 @@ of the statement is resolved by the rules. Output key `OBSERVATIONS_WITH_TIME`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from reme_service.flow.context import Key
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.observation_base import ObservationBaseOp
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.schema.memory import PersonalMemory
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class GetObservationWithTimeOp(ObservationBaseOp):
-    prompts: ClassVar[dict[str, set[str]]] = {"get_observation_with_time": {"user_name", "count", "sentences"}}
+    prompts = {"get_observation_with_time": {"user_name", "count", "sentences"}}
+    writes = (keys.OBSERVATIONS_WITH_TIME,)
     with_time: ClassVar[bool] = True
     prompt_name: ClassVar[str] = "get_observation_with_time"
-    prompt_path: ClassVar[Path] = PROMPTS
     output_key: ClassVar[Key[list[PersonalMemory]]] = keys.OBSERVATIONS_WITH_TIME

@@ -10,20 +10,16 @@ that recur in the most observations. Output keys `REFLECTION_DUE`, `NEW_SUBJECTS
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.line_format import parse_subjects
 from reme_service.ops.personal.memories import language, user_name
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import dedup_key, token_overlap, tokens
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import PersonalMemory
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class GetReflectionSubjectParams(OpParams):
@@ -52,14 +48,13 @@ def recurring_subjects(observations: list[PersonalMemory], existing: list[str], 
     return out
 
 
-class GetReflectionSubjectOp(Op):
-    Params: ClassVar[type[OpParams]] = GetReflectionSubjectParams
-    prompts: ClassVar[dict[str, set[str]]] = {
-        "get_reflection_subject": {"user_name", "observations", "subjects", "count"}
-    }
-    params: GetReflectionSubjectParams
+class GetReflectionSubjectOp(PersonalOp[GetReflectionSubjectParams]):
+    prompts = {"get_reflection_subject": {"user_name", "observations", "subjects", "count"}}
+    inputs = (*PersonalOp.inputs, fields.USER_NAME)
+    may_read = (keys.UNREFLECTED, keys.INSIGHTS)
+    writes = (keys.REFLECTION_DUE, keys.NEW_SUBJECTS)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         observations = ctx.get(keys.UNREFLECTED, [])
         threshold = self.params.reflect_obs_cnt_threshold
         due = len(observations) >= threshold
@@ -84,12 +79,11 @@ class GetReflectionSubjectOp(Op):
                 subjects.append(subject)
         ctx[keys.NEW_SUBJECTS] = subjects[: self.params.reflect_num_questions]
 
-    async def _ask(self, ctx: FlowContext, observations: list[PersonalMemory], existing: list[str]) -> list[str]:
+    async def _ask(self, ctx: ServiceContext, observations: list[PersonalMemory], existing: list[str]) -> list[str]:
         lang = language(ctx)
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+        prompt = self.render(
+            ctx,
             "get_reflection_subject",
-            lang,
             user_name=user_name(ctx),
             observations="\n".join(f"- {m.content}" for m in observations),
             subjects=", ".join(existing) or ("无" if lang == "zh" else "none"),
@@ -97,7 +91,7 @@ class GetReflectionSubjectOp(Op):
         )
         return await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             parse_subjects,
             what="reflection subjects",
         )

@@ -14,22 +14,20 @@ of `preserved_scores` are kept (key `STATEMENTS`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields as common_fields
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.line_format import parse_scores
-from reme_service.ops.personal.memories import Statement, batches, gather_limited, language, user_name
+from reme_service.ops.personal.memories import Statement, batches, gather_limited, user_name
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import info_score
-from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, parse_items
+from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, personal_items
 from reme_service.ops.personal.timestamps import parse_timestamp
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.messages import Message, Role
-
-PROMPTS = prompt_file_for(__file__)
 
 
 class InfoFilterParams(OpParams):
@@ -44,16 +42,19 @@ def _time(value: str, fallback: datetime) -> tuple[datetime, bool]:
     return (parse_timestamp(value), True) if value else (fallback, False)
 
 
-def collect_messages(ctx: FlowContext) -> list[tuple[PersonalMessage, datetime, bool]]:
-    """Every message of the request with its time and whether the time came from the request."""
+def collect_messages(ctx: ServiceContext) -> list[tuple[PersonalMessage, datetime, bool]]:
+    """Every message of the request with its time and whether the time came from the request. Reads
+    `fields.TRAJECTORIES` and `MESSAGES`."""
     now = datetime.now().replace(microsecond=0)
     out: list[tuple[PersonalMessage, datetime, bool]] = []
-    for trajectory in parse_items(PersonalTrajectory, ctx.field("trajectories", []), "trajectories"):
+    trajectories = ctx.input(fields.TRAJECTORIES)
+    messages = ctx.input(common_fields.MESSAGES)
+    for trajectory in personal_items(PersonalTrajectory, trajectories, "trajectories"):
         base, given = _time(trajectory.time_created, now)
         for message in trajectory.messages:
             moment, own = _time(message.time_created, base)
             out.append((message, moment, own or given))
-    for message in parse_items(PersonalMessage, ctx.field("messages", []), "messages"):
+    for message in personal_items(PersonalMessage, messages, "messages"):
         moment, given = _time(message.time_created, now)
         out.append((message, moment, given))
     return out
@@ -67,12 +68,12 @@ def shorten(text: str, limit: int) -> str:
     return f"{text[:half]} ... {text[-half:]}"
 
 
-class InfoFilterOp(Op):
-    Params: ClassVar[type[OpParams]] = InfoFilterParams
-    prompts: ClassVar[dict[str, set[str]]] = {"info_filter": {"user_name", "count", "sentences"}}
-    params: InfoFilterParams
+class InfoFilterOp(PersonalOp[InfoFilterParams]):
+    prompts = {"info_filter": {"user_name", "count", "sentences"}}
+    inputs = (*PersonalOp.inputs, fields.TRAJECTORIES, common_fields.MESSAGES, fields.USER_NAME)
+    writes = (keys.STATEMENTS,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         collected = collect_messages(ctx)
         if not collected:
             raise InvalidRequestError(
@@ -101,18 +102,16 @@ class InfoFilterOp(Op):
             "kept": len(kept),
         }
 
-    async def _score(self, ctx: FlowContext, group: list[Statement]) -> None:
+    async def _score(self, ctx: ServiceContext, group: list[Statement]) -> None:
         name = user_name(ctx)
         lines = [
             f"{i}. {name}: {shorten(s.text, self.params.info_filter_msg_max_size)}" for i, s in enumerate(group, 1)
         ]
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "info_filter", language(ctx), user_name=name, count=len(group), sentences="\n".join(lines)
-        )
+        prompt = self.render(ctx, "info_filter", user_name=name, count=len(group), sentences="\n".join(lines))
         llm = ctx.services.llm(self.params.llm)
         scores: dict[int, int] = await chat_parsed(
             llm,
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_scores(reply, len(group)),
             what="information scores",
         )

@@ -1,4 +1,4 @@
-"""Context keys the personal-memory ops pass to each other (the shared ones are in `flow/keys.py`)."""
+"""Context keys the personal-memory ops pass to each other (the shared ones are in `ops/common/keys.py`)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,10 @@ insights are loaded. Both listings are filtered by user and kind. Output keys `U
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.memories import INSIGHT, OBSERVATION, personal_filter, user_name
 from reme_service.schema.memory import PersonalMemory, memory_from_node
 from reme_service.stores.base import Filter, VectorStore
@@ -28,11 +27,11 @@ async def load_personal(store: VectorStore, workspace: str, flt: Filter) -> list
     return [m for m in map(memory_from_node, nodes) if isinstance(m, PersonalMemory)]
 
 
-class LoadPersonalMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = LoadPersonalMemoryParams
-    params: LoadPersonalMemoryParams
+class LoadPersonalMemoryOp(ServiceOp[LoadPersonalMemoryParams]):
+    inputs = (fields.USER_NAME,)
+    writes = (keys.UNREFLECTED, keys.INSIGHTS)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         store = ctx.services.store(self.params.store)
         target = user_name(ctx)
         pending = await load_personal(

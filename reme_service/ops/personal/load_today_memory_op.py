@@ -9,11 +9,10 @@ output key `TODAY_MEMORIES`, checked for contradictions and repetitions by Contr
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.memories import OBSERVATION, newest_first, personal_filter, user_name
 from reme_service.schema.memory import PersonalMemory, memory_from_node
 
@@ -23,11 +22,12 @@ class LoadTodayMemoryParams(OpParams):
     store: str = "default"
 
 
-class LoadTodayMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = LoadTodayMemoryParams
-    params: LoadTodayMemoryParams
+class LoadTodayMemoryOp(ServiceOp[LoadTodayMemoryParams]):
+    inputs = (fields.USER_NAME,)
+    may_read = (keys.STATEMENTS,)
+    writes = (keys.TODAY_MEMORIES,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         days = sorted({s.time.strftime("%Y-%m-%d") for s in ctx.get(keys.STATEMENTS, [])})
         memories: list[PersonalMemory] = []
         if days:

@@ -13,21 +13,17 @@ following UpdateVectorStoreOp, so a failure anywhere leaves the store as it was.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.contra_repeat_op import repeated
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
-from reme_service.ops.personal.memories import batches, gather_limited, language, newest_first
-from reme_service.prompts.loader import prompt_file_for
+from reme_service.ops.personal.memories import batches, gather_limited, newest_first
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import BaseMemory, PersonalMemory, now_str
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class LongContraRepeatParams(OpParams):
@@ -37,20 +33,21 @@ class LongContraRepeatParams(OpParams):
     llm: str = "default"
 
 
-class LongContraRepeatOp(Op):
-    Params: ClassVar[type[OpParams]] = LongContraRepeatParams
-    prompts: ClassVar[dict[str, set[str]]] = {"long_contra_repeat": {"count", "statements"}}
-    params: LongContraRepeatParams
+class LongContraRepeatOp(PersonalOp[LongContraRepeatParams]):
+    prompts = {"long_contra_repeat": {"count", "statements"}}
+    may_read = (keys.REFLECTION_DUE, keys.UPDATED_INSIGHTS, keys.INSIGHTS, keys.UNREFLECTED)
+    writes = (common_keys.MEMORY_LIST, common_keys.DELETED_MEMORY_IDS)
 
-    async def run(self, ctx: FlowContext) -> None:
-        ctx[flow_keys.MEMORY_LIST] = []
-        ctx[flow_keys.DELETED_MEMORY_IDS] = []
+    async def run(self, ctx: ServiceContext) -> None:
+        ctx[common_keys.MEMORY_LIST] = []
+        ctx[common_keys.DELETED_MEMORY_IDS] = []
         if not ctx.get(keys.REFLECTION_DUE, False):
             return
-        updated = newest_first(ctx.get(keys.UPDATED_INSIGHTS, []))
-        stored_ids = {m.memory_id for m in ctx.get(keys.INSIGHTS, [])}
+        stored, rewritten = ctx.get(keys.INSIGHTS, []), ctx.get(keys.UPDATED_INSIGHTS, [])
+        updated = newest_first(rewritten)
+        stored_ids = {m.memory_id for m in stored}
         updated_ids = {m.memory_id for m in updated}
-        others = newest_first(m for m in ctx.get(keys.INSIGHTS, []) if m.memory_id not in updated_ids)
+        others = newest_first(m for m in stored if m.memory_id not in updated_ids)
         items = updated + others
         verdicts: dict[str, Judgment] = {}
         if self.params.enable_long_contra_repeat and len(items) > 1:
@@ -76,8 +73,8 @@ class LongContraRepeatOp(Op):
         memories: list[BaseMemory] = [*written, *consumed]
         for memory in memories:
             memory.workspace_id = ctx.workspace_id
-        ctx[flow_keys.MEMORY_LIST] = memories
-        ctx[flow_keys.DELETED_MEMORY_IDS] = deleted
+        ctx[common_keys.MEMORY_LIST] = memories
+        ctx[common_keys.DELETED_MEMORY_IDS] = deleted
         ctx.response.answer = "\n".join(f"{m.reflection_subject}: {m.content}" for m in written)
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in written]
         ctx.response.metadata["deleted_memory_ids"] = deleted
@@ -93,16 +90,14 @@ class LongContraRepeatOp(Op):
     def _reflected(observation: PersonalMemory) -> PersonalMemory:
         return observation.model_copy(update={"metadata": {**observation.metadata, "reflected": True}})
 
-    async def _judge(self, ctx: FlowContext, group: list[PersonalMemory]) -> dict[str, Judgment]:
+    async def _judge(self, ctx: ServiceContext, group: list[PersonalMemory]) -> dict[str, Judgment]:
         if len(group) < 2:
             return {}
         lines = "\n".join(f"{i}. {m.reflection_subject}: {m.content}" for i, m in enumerate(group, 1))
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "long_contra_repeat", language(ctx), count=len(group), statements=lines
-        )
+        prompt = self.render(ctx, "long_contra_repeat", count=len(group), statements=lines)
         judged: dict[int, Judgment] = await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_judgments(reply, len(group), with_correction=True),
             what="insight judgments",
         )

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reme_service.flow.context import FlowContext
+from reme_service.concurrency import run_all
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.personal import fields
 from reme_service.ops.personal.timespan import TIME_FORMAT, TimeSpan
 from reme_service.schema.memory import PersonalMemory, now_str
 
@@ -47,16 +49,17 @@ class Statement:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def language(ctx: FlowContext) -> str:
-    """The prompt language: the request's `language` (`en`, `zh`) or the service's."""
-    requested = str(ctx.field("language", "") or "")
+def language(ctx: ServiceContext) -> str:
+    """The prompt language: the request's `language` (`en`, `zh`) or the service's. Reads `fields.LANGUAGE`."""
+    requested = ctx.input(fields.LANGUAGE)
     if requested:
         return "zh" if requested == "zh" else ""
     return "zh" if ctx.language == "zh" else ""
 
 
-def user_name(ctx: FlowContext) -> str:
-    return str(ctx.field("user_name", "") or "").strip() or "user"
+def user_name(ctx: ServiceContext) -> str:
+    """Whose memories these are: the request's `user_name`, `user` when blank. Reads `fields.USER_NAME`."""
+    return ctx.input(fields.USER_NAME).strip() or "user"
 
 
 def personal_filter(target: str | None, *, kind: str | None = None, **inner: Any) -> dict[str, Any]:
@@ -160,13 +163,8 @@ async def gather_limited(coros: Iterable[Coroutine[Any, Any, T]], limit: int = 4
     rest and is raised as itself (not as an exception group)."""
     semaphore = asyncio.Semaphore(max(1, limit))
 
-    async def run(coro: Coroutine[Any, Any, T]) -> T:
+    async def limited(coro: Coroutine[Any, Any, T]) -> T:
         async with semaphore:
             return await coro
 
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(run(c)) for c in coros]
-    except* Exception as errors:
-        raise errors.exceptions[0] from None
-    return [task.result() for task in tasks]
+    return await run_all(limited(c) for c in coros)

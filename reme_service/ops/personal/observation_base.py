@@ -12,12 +12,12 @@ resolves the first time expression against the message's time ("yesterday" said 
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import ClassVar
 
-from reme_service.flow.context import FlowContext, Key
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.context import Key
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.line_format import parse_observations
 from reme_service.ops.personal.memories import (
     RULES_AUTHOR,
@@ -28,12 +28,13 @@ from reme_service.ops.personal.memories import (
     new_observation,
     user_name,
 )
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import keywords, observation_text
 from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word
 from reme_service.ops.personal.timespan import TimeSpan, format_moment, parse_span_answer
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import PersonalMemory
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 
 class ObservationParams(OpParams):
@@ -54,17 +55,16 @@ def resolve_time(text: str, moment: datetime) -> TimeSpan | None:
     return spans[0].with_text(text) if spans else None
 
 
-class ObservationBaseOp(Op):
-    """Not registered itself; subclasses set the class variables."""
+class ObservationBaseOp(PersonalOp[ObservationParams]):
+    """Not registered itself; subclasses set the class variables and declare `writes = (output_key,)`."""
 
-    Params: ClassVar[type[OpParams]] = ObservationParams
-    params: ObservationParams
+    inputs = (*PersonalOp.inputs, fields.USER_NAME)
+    may_read = (keys.STATEMENTS,)
     with_time: ClassVar[bool] = False
     prompt_name: ClassVar[str] = ""
-    prompt_path: ClassVar[Path]
     output_key: ClassVar[Key[list[PersonalMemory]]]
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         statements = [s for s in ctx.get(keys.STATEMENTS, []) if has_time_word(s.text) == self.with_time]
         target = user_name(ctx)
         memories: list[PersonalMemory] = []
@@ -100,16 +100,14 @@ class ObservationBaseOp(Op):
             return f"{index}. [{format_moment(statement.time, lang)}] {target}: {text}"
         return f"{index}. {target}: {text}"
 
-    async def _extract(self, ctx: FlowContext, group: list[Statement], target: str) -> list[PersonalMemory]:
+    async def _extract(self, ctx: ServiceContext, group: list[Statement], target: str) -> list[PersonalMemory]:
         lang = language(ctx)
         lines = "\n".join(self._line(i, s, target, lang) for i, s in enumerate(group, 1))
-        prompt = ctx.services.prompts.render(
-            self.prompt_path, self.prompt_name, lang, user_name=target, count=len(group), sentences=lines
-        )
+        prompt = self.render(ctx, self.prompt_name, user_name=target, count=len(group), sentences=lines)
         llm = ctx.services.llm(self.params.llm)
         found = await chat_parsed(
             llm,
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_observations(reply, len(group), with_time=self.with_time),
             what="observations",
         )

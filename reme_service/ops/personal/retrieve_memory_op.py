@@ -9,12 +9,11 @@ vector (`QUERY_VECTOR`) for later searches. An unknown workspace gives no candid
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.memories import personal_filter
 from reme_service.schema.memory import BaseMemory, memory_from_node
 from reme_service.schema.vector_node import SearchHit
@@ -45,20 +44,23 @@ class RetrieveMemoryParams(OpParams):
     store: str = "default"
 
 
-class RetrieveMemoryOp(Op):
-    Params: ClassVar[type[OpParams]] = RetrieveMemoryParams
-    params: RetrieveMemoryParams
+class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
+    inputs = (fields.TOP_K,)
+    reads = (common_keys.QUERY,)
+    may_read = (keys.TARGET,)
+    writes = (keys.QUERY_VECTOR, common_keys.MEMORY_LIST)
 
-    async def run(self, ctx: FlowContext) -> None:
-        top_k = int(ctx.field("top_k", 3))
+    async def run(self, ctx: ServiceContext) -> None:
+        top_k = ctx.input(fields.TOP_K)
         count = max(1, min(max(self.params.recall_top_k, top_k), MAX_RECALL))
         store = ctx.services.store(self.params.store)
         if not await store.exists_workspace(ctx.workspace_id):
             ctx[keys.QUERY_VECTOR] = None
-            ctx[flow_keys.MEMORY_LIST] = []
+            ctx[common_keys.MEMORY_LIST] = []
             return
-        vector = (await store.embedder.embed([ctx[flow_keys.QUERY]]))[0]
+        embedder = ctx.services.store_embedder(self.params.store)
+        vector = (await embedder.embed([ctx[common_keys.QUERY]]))[0]
         ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
         flt = personal_filter(ctx.get(keys.TARGET, None))
         hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt)
-        ctx[flow_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score)
+        ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score)

@@ -9,19 +9,14 @@ candidates stay ranked by similarity.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal.line_format import parse_rankings
-from reme_service.ops.personal.memories import language
-from reme_service.prompts.loader import prompt_file_for
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.messages import Message
-
-PROMPTS = prompt_file_for(__file__)
+from reme_service.schema.messages import Message, Role
 
 
 class SemanticRankParams(OpParams):
@@ -30,13 +25,14 @@ class SemanticRankParams(OpParams):
     llm: str = "default"
 
 
-class SemanticRankOp(Op):
-    Params: ClassVar[type[OpParams]] = SemanticRankParams
-    prompts: ClassVar[dict[str, set[str]]] = {"semantic_rank": {"query", "count", "memories"}}
-    params: SemanticRankParams
+class SemanticRankOp(PersonalOp[SemanticRankParams]):
+    prompts = {"semantic_rank": {"query", "count", "memories"}}
+    reads = (common_keys.QUERY,)
+    may_read = (common_keys.MEMORY_LIST,)
+    writes = (common_keys.MEMORY_LIST,)
 
-    async def run(self, ctx: FlowContext) -> None:
-        memories = ctx.get(flow_keys.MEMORY_LIST, [])
+    async def run(self, ctx: ServiceContext) -> None:
+        memories = ctx.get(common_keys.MEMORY_LIST, [])
         if self.params.enable_ranker and len(memories) > self.params.output_memory_max_count:
             llm = ctx.services.llm(self.params.llm)
             if llm.available:
@@ -44,16 +40,14 @@ class SemanticRankOp(Op):
             else:
                 ctx.without_llm(self.name)
         memories.sort(key=lambda m: m.relevance or 0.0, reverse=True)
-        ctx[flow_keys.MEMORY_LIST] = memories
+        ctx[common_keys.MEMORY_LIST] = memories
 
-    async def _rank(self, ctx: FlowContext, memories: list[BaseMemory]) -> None:
+    async def _rank(self, ctx: ServiceContext, memories: list[BaseMemory]) -> None:
         lines = "\n".join(f"{i}. {m.content}" for i, m in enumerate(memories, 1))
-        prompt = ctx.services.prompts.render(
-            PROMPTS, "semantic_rank", language(ctx), query=ctx[flow_keys.QUERY], count=len(memories), memories=lines
-        )
+        prompt = self.render(ctx, "semantic_rank", query=ctx[common_keys.QUERY], count=len(memories), memories=lines)
         scores = await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             lambda reply: parse_rankings(reply, len(memories)),
             what="relevance scores",
         )

@@ -11,14 +11,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 from reme_service.errors import InvalidRequestError
-from reme_service.flow import keys as flow_keys
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
-from reme_service.ops.personal.timed_messages import PersonalMessage, parse_items
+from reme_service.flow.op import OpParams
+from reme_service.ops.common import fields as common_fields, keys as common_keys
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.personal import fields, keys
+from reme_service.ops.personal.timed_messages import PersonalMessage, personal_items
 from reme_service.ops.personal.timespan import TIME_FORMAT
 from reme_service.ops.personal.timestamps import parse_timestamp
 from reme_service.schema.messages import Role
@@ -28,13 +28,14 @@ class SetQueryParams(OpParams):
     timestamp: int | None = None
 
 
-class SetQueryOp(Op):
-    Params: ClassVar[type[OpParams]] = SetQueryParams
-    params: SetQueryParams
+class SetQueryOp(ServiceOp[SetQueryParams]):
+    inputs = (common_fields.QUERY, common_fields.MESSAGES, fields.QUERY_TIME, fields.USER_NAME)
+    writes = (common_keys.QUERY, keys.QUERY_TIME, keys.TARGET)
 
-    async def run(self, ctx: FlowContext) -> None:
-        query = str(ctx.field("query", "")).strip()
-        messages = parse_items(PersonalMessage, ctx.field("messages", []), "messages")
+    async def run(self, ctx: ServiceContext) -> None:
+        query = ctx.input(common_fields.QUERY).strip()
+        given = ctx.input(common_fields.MESSAGES)
+        messages = personal_items(PersonalMessage, given, "messages")
         last = next((m for m in reversed(messages) if m.role == Role.USER and m.text.strip()), None)
         if not query and last is not None:
             query = last.text.strip()
@@ -43,19 +44,16 @@ class SetQueryOp(Op):
                 "query must not be empty (send a non-empty 'query' or a user message in 'messages')",
                 details={"field": "query"},
             )
-        ctx[flow_keys.QUERY] = query
+        ctx[common_keys.QUERY] = query
         ctx[keys.QUERY_TIME] = self._query_time(ctx, last)
-        target = str(ctx.field("user_name", "") or "").strip()
+        target = ctx.input(fields.USER_NAME).strip()
         ctx[keys.TARGET] = target or None
         ctx.response.metadata["query_time"] = ctx[keys.QUERY_TIME].strftime(TIME_FORMAT)
 
-    def _query_time(self, ctx: FlowContext, last: PersonalMessage | None) -> datetime:
-        given = ctx.field("query_time", "")
+    def _query_time(self, ctx: ServiceContext, last: PersonalMessage | None) -> datetime:
+        given = ctx.input(fields.QUERY_TIME)  # normalised by the request model (`Timestamp`)
         if given:
-            try:
-                return parse_timestamp(given)
-            except ValueError as exc:
-                raise InvalidRequestError(str(exc), details={"field": "query_time"}) from None
+            return parse_timestamp(given)
         if last is not None and last.time_created:
             return parse_timestamp(last.time_created)
         if self.params.timestamp is not None:

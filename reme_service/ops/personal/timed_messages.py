@@ -10,6 +10,7 @@ for messages without one. Both are registered as request item schemas (`PERSONAL
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
@@ -57,7 +58,10 @@ class PersonalMessage(Message):
 class PersonalTrajectory(Trajectory):
     """A conversation: its messages and, optionally, the time it took place."""
 
-    messages: list[PersonalMessage] = Field(default_factory=list, description="the conversation's messages")
+    # pydantic narrows the inherited field to the timed messages; mypy sees a `list` override (lists are invariant)
+    messages: list[PersonalMessage] = Field(  # type: ignore[assignment]
+        default_factory=list, description="the conversation's messages"
+    )
     time_created: str = Field(
         default="",
         validation_alias=AliasChoices("time_created", "timestamp"),
@@ -73,13 +77,19 @@ class PersonalTrajectory(Trajectory):
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_items(model: type[M], items: list[Any] | None, field: str) -> list[M]:
-    """Validate request items inside an op (a flow whose schema did not declare these item types): a bad item
-    is a 400 naming its path, e.g. `messages.0.time_created`, never a 500."""
+def personal_items(model: type[M], items: Sequence[object], field: str) -> list[M]:
+    """`items` as `model` objects. Items the request model already validated as `model` (the personal flows
+    declare `items: PersonalMessage` / `PersonalTrajectory`) are taken as they are; the others — plain `Message`
+    or `Trajectory` objects, or dicts, when a flow declared the field without these schemas — are validated
+    here, and a bad one is a 400 naming its path (`messages.0.time_created`), never a 500."""
     out: list[M] = []
-    for i, raw in enumerate(items or []):
+    for i, raw in enumerate(items):
+        if isinstance(raw, model):
+            out.append(raw)
+            continue
+        data = raw.model_dump(exclude_unset=True) if isinstance(raw, BaseModel) else raw
         try:
-            out.append(model.model_validate(raw))
+            out.append(model.model_validate(data))
         except ValidationError as exc:
             error = exc.errors()[0]
             path = ".".join(str(part) for part in (field, i, *error["loc"]))

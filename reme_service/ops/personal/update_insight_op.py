@@ -12,11 +12,11 @@ the old value, cut to `max_value_chars`. Output key `UPDATED_INSIGHTS`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-from reme_service.flow.context import FlowContext
-from reme_service.flow.op import Op, OpParams
-from reme_service.ops.personal import keys
+from reme_service.flow.op import OpParams
+from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.line_format import parse_value
 from reme_service.ops.personal.memories import (
     INSIGHT,
@@ -26,13 +26,12 @@ from reme_service.ops.personal.memories import (
     stable_id,
     user_name,
 )
+from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import keywords, token_overlap
-from reme_service.prompts.loader import prompt_file_for
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import PersonalMemory, now_str
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
-PROMPTS = prompt_file_for(__file__)
 MAX_SOURCE_IDS = 20
 
 
@@ -63,12 +62,13 @@ def new_insight(target: str, subject: str) -> PersonalMemory:
     )
 
 
-class UpdateInsightOp(Op):
-    Params: ClassVar[type[OpParams]] = UpdateInsightParams
-    prompts: ClassVar[dict[str, set[str]]] = {"update_insight": {"user_name", "subject", "value", "observations"}}
-    params: UpdateInsightParams
+class UpdateInsightOp(PersonalOp[UpdateInsightParams]):
+    prompts = {"update_insight": {"user_name", "subject", "value", "observations"}}
+    inputs = (*PersonalOp.inputs, fields.USER_NAME)
+    may_read = (keys.REFLECTION_DUE, keys.UNREFLECTED, keys.INSIGHTS, keys.NEW_SUBJECTS)
+    writes = (keys.UPDATED_INSIGHTS,)
 
-    async def run(self, ctx: FlowContext) -> None:
+    async def run(self, ctx: ServiceContext) -> None:
         ctx[keys.UPDATED_INSIGHTS] = []
         if not ctx.get(keys.REFLECTION_DUE, False):
             return
@@ -92,7 +92,7 @@ class UpdateInsightOp(Op):
         ctx[keys.UPDATED_INSIGHTS] = [insight for insight in results if insight is not None]
 
     async def _update(
-        self, ctx: FlowContext, insight: PersonalMemory, relevant: list[PersonalMemory], target: str
+        self, ctx: ServiceContext, insight: PersonalMemory, relevant: list[PersonalMemory], target: str
     ) -> PersonalMemory | None:
         relevant = sorted(relevant, key=lambda m: m.time_created)
         llm = ctx.services.llm(self.params.llm)
@@ -125,13 +125,14 @@ class UpdateInsightOp(Op):
             }
         )
 
-    async def _ask(self, ctx: FlowContext, insight: PersonalMemory, relevant: list[PersonalMemory], target: str) -> str:
+    async def _ask(
+        self, ctx: ServiceContext, insight: PersonalMemory, relevant: list[PersonalMemory], target: str
+    ) -> str:
         lang = language(ctx)
         none = "无" if lang == "zh" else "none yet"
-        prompt = ctx.services.prompts.render(
-            PROMPTS,
+        prompt = self.render(
+            ctx,
             "update_insight",
-            lang,
             user_name=target,
             subject=insight.reflection_subject,
             value=insight.content or none,
@@ -139,7 +140,7 @@ class UpdateInsightOp(Op):
         )
         return await chat_parsed(
             ctx.services.llm(self.params.llm),
-            [Message(role="user", content=prompt)],
+            [Message(role=Role.USER, content=prompt)],
             parse_value,
             what="insight value",
         )
