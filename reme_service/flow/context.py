@@ -81,14 +81,9 @@ class FlowContext:
         view._op = op
         return view
 
-    def field(self, name: str, default: Any = None) -> Any:
-        """TEMPORARY: the undeclared read of the ops not yet converted to `input`; deleted with them."""
-        value = getattr(self.request, name, None)
-        return default if value is None else value
-
     def _check(self, kind: str, name: str, allowed: frozenset[str]) -> None:
         op = self._op
-        if op is not None and not op.legacy and name not in allowed:
+        if op is not None and name not in allowed:
             raise UndeclaredAccessError(f"{op.name} uses {kind} '{name}' without declaring it")
 
     def input(self, spec: Input[T]) -> T:

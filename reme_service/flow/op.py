@@ -115,16 +115,12 @@ class Op(Node, Generic[P, C]):
     writable_keys: ClassVar[frozenset[str]] = frozenset()
 
     params: P
-    legacy: ClassVar[bool] = False  # TEMPORARY: ops not yet declaring what they use; deleted with them
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         params = _params_from_bases(cls)
         if params is not None:
             cls.Params = params
-            cls.legacy = False
-        elif "Params" in cls.__dict__ or Op in cls.__bases__:
-            cls.legacy = True
         cls.name = cls.__name__
         cls.input_names = frozenset(spec.name for spec in cls.inputs)
         cls.writable_keys = frozenset(key.name for key in cls.writes)

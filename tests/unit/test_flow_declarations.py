@@ -13,6 +13,7 @@ import pytest
 from reme_service.app import ReMeApp
 from reme_service.errors import FlowDeclarationError
 from reme_service.ops import ALL_OPS
+from reme_service.ops.common.op import ServiceOp
 
 FLOW_DIR = Path(__file__).resolve().parents[2] / "reme_service" / "flow"
 FORBIDDEN = ("schema", "stores", "ops", "providers", "config")
@@ -79,9 +80,10 @@ def test_the_cli_refuses_a_misdeclared_flow_with_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_every_op_declares_what_it_touches() -> None:
+def test_every_op_is_a_service_op_with_its_own_params_model_or_none() -> None:
     for op in ALL_OPS:
-        assert not op.legacy, f"{op.name} still uses the undeclared context"
+        assert issubclass(op, ServiceOp), op.name
+        assert op.Params.model_config.get("extra") == "forbid", op.name
 
 
 def test_the_engine_imports_nothing_of_memory_stores_providers_or_config() -> None:
