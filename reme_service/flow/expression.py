@@ -11,7 +11,7 @@ import ast
 
 from pydantic import ValidationError
 
-from reme_service.errors import FlowSyntaxError
+from reme_service.errors import FlowSyntaxError, describe_validation_errors
 from reme_service.flow.op import AnyOp, Node
 from reme_service.flow.registry import Registry, UnknownNameError
 
@@ -65,6 +65,6 @@ def _make_op(
     try:
         return cls(**params)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or name}: {e['msg']}" for e in exc.errors())
+        problems = describe_validation_errors(exc, no_loc=name)
         valid = ", ".join(cls.Params.model_fields)
         raise _fail(flow_name, node, f"bad parameters for {name}: {problems} (valid: {valid})") from None

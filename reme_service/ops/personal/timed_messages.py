@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 
-from reme_service.errors import InvalidRequestError
+from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.ops.personal.timestamps import normalise_timestamp
 from reme_service.schema.messages import Message, Role, Trajectory
 
@@ -91,7 +91,7 @@ def personal_items(model: type[M], items: Sequence[object], field: str) -> list[
         try:
             out.append(model.model_validate(data))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            path = ".".join(str(part) for part in (field, i, *error["loc"]))
-            raise InvalidRequestError(f"invalid {path}: {error['msg']}", details={"field": path}) from None
+            path = ".".join(str(part) for part in (field, i, *exc.errors()[0]["loc"]))
+            message = describe_validation_errors(exc, prefix=f"invalid {field}.{i}.", limit=1)
+            raise InvalidRequestError(message, details={"field": path}) from None
     return out

@@ -2,12 +2,12 @@
 
 LLM reply contract: a JSON object `{"ranked_indices": [...], "reasoning": "..."}` (or a bare list). Listed
 valid indices come first, each once; unlisted ones follow in their original order. An unparseable reply
-is an `LLMError` after the client's retries have already run, never a silent fallback.
+is an `LLMReplyError` (502) after the client's retries have already run, never a silent fallback.
 """
 
 from __future__ import annotations
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
@@ -85,5 +85,5 @@ class RerankMemoryOp(ServiceOp[RerankMemoryParams]):
         reply = await ctx.services.llm(self.params.llm).chat([Message(role=Role.USER, content=prompt)])
         order = parse_ranking(reply.text, len(memories))
         if order is None:
-            raise LLMError(f"rerank reply has no 'ranked_indices' list: {reply.text[:200]!r}")
+            raise LLMReplyError(f"rerank reply has no 'ranked_indices' list: {reply.text[:200]!r}")
         return apply_ranking(memories, order)

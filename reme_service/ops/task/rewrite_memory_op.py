@@ -1,14 +1,14 @@
 """RewriteMemoryOp: write the answer — the memories as numbered text, or an LLM-adapted guidance text.
 
 LLM reply contract: ```json {"rewritten_context": "..."}```; a reply that is not JSON is used as the text
-itself; an empty reply is an `LLMError`.
+itself; an empty reply is an `LLMReplyError` (502).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reme_service.errors import LLMError
+from reme_service.errors import LLMReplyError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
@@ -64,5 +64,5 @@ class RewriteMemoryOp(ServiceOp[RewriteMemoryParams]):
         else:
             text = reply.text.strip()
         if not text:
-            raise LLMError("rewrite reply is empty")
+            raise LLMReplyError("rewrite reply is empty")
         return text

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from reme_service.errors import InvalidRequestError
+from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.task import fields, keys as task_keys
 from reme_service.schema.messages import Message, Role, Trajectory
@@ -80,7 +80,7 @@ def segments_of(trajectory: Trajectory, index: int = 0) -> list[Segment]:
             messages = [m if isinstance(m, Message) else Message.model_validate(m) for m in part]
         except ValidationError as exc:
             raise InvalidRequestError(
-                f"{field}[{number}]: {exc.errors()[0]['msg']}", details={"field": field}
+                describe_validation_errors(exc, prefix=f"{field}[{number}]: ", limit=1), details={"field": field}
             ) from None
         segments.append(Segment(messages, _locate(trajectory.messages, messages)))
     return segments

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from reme_service.errors import describe_validation_errors
 from reme_service.schema.memory import ToolCallResult
 
 MAX_TOOL_NAME_CHARS = 256
@@ -37,11 +38,6 @@ class RejectedCall:
     def describe(self) -> str:
         who = f"#{self.index}" + (f" ({self.tool_name})" if self.tool_name else "")
         return f"{who}: {'; '.join(self.reasons)}"
-
-
-def _error_text(error: Any) -> str:
-    where = ".".join(str(part) for part in error.get("loc", ())) or "record"
-    return f"{where}: {error.get('msg', 'invalid')}"
 
 
 def _normalised(raw: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +76,7 @@ def check_call(raw: Any, index: int) -> ToolCallResult | RejectedCall:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error.get("loc") else ""
             if not problems.get(field):
-                reasons.append(_error_text(error))
+                reasons.append(describe_validation_errors([error], no_loc="record"))
     if call is not None and call.time_cost < 0:
         reasons.append("time_cost is negative")
     if reasons or call is None:

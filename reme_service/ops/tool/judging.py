@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reme_service.concurrency import run_all
-from reme_service.errors import LLMError
+from reme_service.errors import LLMError, LLMReplyError
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.providers.llm.structured import chat_parsed
@@ -150,19 +150,12 @@ async def judge_with_llm(
         async with gate:
             if outage:
                 return unknown_verdict(LLM_UNAVAILABLE, outage[0])
-            replies = 0
-
-            def parse(text: str) -> Verdict | None:
-                nonlocal replies
-                replies += 1
-                return parse_verdict(text)
-
             messages = [Message(role=Role.USER, content=prompt_for(call))]
             try:
-                return await chat_parsed(llm, messages, parse, attempts=attempts, what="tool-call judgement")
-            except LLMError as exc:
-                if replies >= attempts:  # every reply arrived and none parsed
-                    return unknown_verdict(UNPARSEABLE, f"{replies} replies without a valid score")
+                return await chat_parsed(llm, messages, parse_verdict, attempts=attempts, what="tool-call judgement")
+            except LLMReplyError:  # replies arrived, none usable
+                return unknown_verdict(UNPARSEABLE, f"{attempts} replies without a valid score")
+            except LLMError as exc:  # the provider is down
                 outage.append(exc.message)
                 return unknown_verdict(LLM_UNAVAILABLE, exc.message)
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from reme_service.errors import InvalidRequestError, NotFoundError
+from reme_service.errors import InvalidRequestError, NotFoundError, describe_validation_errors
 from reme_service.schema.memory import BaseMemory, memory_from_dict
 from reme_service.stores.packed import PackedNodes, StoredNode
 
@@ -36,17 +36,15 @@ def _memories(file: Path) -> Iterator[BaseMemory]:
                     raise ValueError("a line must be a JSON object")
                 memory = memory_from_dict(data)
             except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
-                reason = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _first_error(exc)
+                reason = (
+                    describe_validation_errors(exc, line="field '{loc}': {msg}", limit=1)
+                    if isinstance(exc, ValidationError)
+                    else str(exc).splitlines()[0]
+                )
                 raise InvalidRequestError(
                     f"{file.name} line {number}: {reason}", details={"file": str(file), "line": number}
                 ) from None
             yield memory
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"field '{loc}': {err['msg']}" if loc else str(err["msg"])
 
 
 def _write(file: Path, memories: Sequence[BaseMemory]) -> None:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from reme_service.errors import InvalidRequestError
+from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.flow.context import Input
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
@@ -107,10 +107,9 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             try:
                 memory = memory_from_dict(data)
             except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err["loc"])
                 raise InvalidRequestError(
-                    f"memory_dicts[{index}]: {loc}: {err['msg']}", details={"field": f"memory_dicts[{index}]"}
+                    describe_validation_errors(exc, prefix=f"memory_dicts[{index}]: ", limit=1),
+                    details={"field": f"memory_dicts[{index}]"},
                 ) from None
             memory.workspace_id = ctx.workspace_id
             nodes.append(memory.to_vector_node())
