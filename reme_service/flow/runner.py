@@ -9,22 +9,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any, Generic
 
 from pydantic import BaseModel
 
 from reme_service.concurrency import run_all
+from reme_service.context_vars import current_op
 from reme_service.errors import OpError, ReMeError
 from reme_service.flow.check import check_flow
 from reme_service.flow.context import C, FlowResponse
 from reme_service.flow.op import AnyOp, Node, Op, Parallel, Sequential
 
 logger = logging.getLogger("reme_service.flow")
-
-current_op: ContextVar[str] = ContextVar("current_op", default="")
-"""The name of the op running in this task (`""` outside ops). Each `|` branch runs in its own task, so the
-value is exact under concurrency; providers and test doubles may read it (e.g. to tell which step calls an LLM)."""
 
 ContextFactory = Callable[[str, str, BaseModel], C]
 """(flow name, request id, validated request) -> the context of one request."""

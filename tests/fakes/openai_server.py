@@ -15,9 +15,11 @@ How a chat reply is chosen, first match wins:
 
 1. a pending fault from `fail_next` / `delay_next` (faults are consumed by requests in arrival order);
 2. the next reply queued with `script` (each is used once);
-3. the first rule added with `on` whose substring occurs in the last user message (or in any message, for rules
-   added with `anywhere=True`); rules are never consumed;
-4. `default_reply`.
+3. the replies queued with `on_op` for the op that made the call (the client's `X-ReMe-Op` header), in order,
+   the last one repeating;
+4. the first rule added with `on` whose substring occurs in the last user message (or in any message, for rules
+   added with `anywhere=True`); rules are never consumed — for tests of a client, not of the service's ops;
+5. `default_reply`.
 
 A reply is a plain string (the content), a `FakeReply`, or a callable taking the request's JSON body and returning
 either. Every payload is built from the `openai` package's own pydantic types, so the fake follows the protocol
@@ -149,6 +151,8 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._rules: list[_Rule] = []
+        self._op_replies: dict[str, list[Reply]] = {}
+        self.ops: list[str] = []  # the `X-ReMe-Op` header of every chat request, in arrival order
         self._faults: list[_Fault] = []
         self._ids = itertools.count(1)
         self.app = Starlette(
@@ -166,6 +170,13 @@ class FakeOpenAI:
         """Queue replies; each answers one chat request, in order."""
         with self._lock:
             self._queue.extend(replies)
+        return self
+
+    def on_op(self, op: str, *replies: Reply) -> FakeOpenAI:
+        """Answer the chat calls the service's op `op` makes (its `X-ReMe-Op` header) with `replies`, in order;
+        the last one repeats."""
+        with self._lock:
+            self._op_replies.setdefault(op, []).extend(replies)
         return self
 
     def on(self, substring: str, reply: Reply, *, anywhere: bool = False) -> FakeOpenAI:
@@ -210,6 +221,8 @@ class FakeOpenAI:
                 setattr(self, name, value)
             self._queue.clear()
             self._rules.clear()
+            self._op_replies.clear()
+            self.ops.clear()
             self._faults.clear()
             self.requests.clear()
 
@@ -230,13 +243,17 @@ class FakeOpenAI:
                     return fault
         return None
 
-    def _choose_reply(self, body: dict[str, Any]) -> FakeReply:
+    def _choose_reply(self, body: dict[str, Any], op: str) -> FakeReply:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         texts = [_message_text(m) for m in messages]
         last_user = next((_message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
         with self._lock:
+            self.ops.append(op)
+            queued = self._op_replies.get(op)
             if self._queue:
                 reply = self._queue.popleft()
+            elif queued:
+                reply = queued.pop(0) if len(queued) > 1 else queued[0]
             else:
                 reply = next(
                     (
@@ -291,7 +308,7 @@ class FakeOpenAI:
             return failure
         if not body.get("messages"):
             return _error_response(400, "'messages' is required")
-        reply = self._choose_reply(body)
+        reply = self._choose_reply(body, request.headers.get("x-reme-op", ""))
         model = str(body.get("model") or self.model)
         completion_id = f"chatcmpl-fake-{next(self._ids)}"
         usage = _usage(body, reply)

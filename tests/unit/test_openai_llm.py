@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from reme_service.context_vars import current_op
 from reme_service.errors import LLMError, LLMReplyError
 from reme_service.providers.llm.none import NoLLM
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM, backoff_delay
@@ -293,3 +294,23 @@ async def test_no_llm_raises() -> None:
     with pytest.raises(LLMError, match="no LLM is configured"):
         await llm.chat(user("hi"))
     assert (await llm.health())["status"] == "disabled"
+
+
+# ---------------------------------------------------------------------- the calling op
+
+
+async def test_each_call_names_the_op_that_makes_it(fake: FakeOpenAI, llm: OpenAICompatibleLLM) -> None:
+    fake.on_op("RerankMemoryOp", "ranked").on_op("RewriteMemoryOp", "rewritten")
+    token = current_op.set("RerankMemoryOp")
+    try:
+        first = await llm.chat(user("a"))
+    finally:
+        current_op.reset(token)
+    token = current_op.set("RewriteMemoryOp")
+    try:
+        second = await llm.chat(user("b"))
+    finally:
+        current_op.reset(token)
+    outside = await llm.chat(user("c"))
+    assert (first.text, second.text, outside.text) == ("ranked", "rewritten", DEFAULT_REPLY)
+    assert fake.ops == ["RerankMemoryOp", "RewriteMemoryOp", ""]

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from reme_service.context_vars import current_op
 from reme_service.errors import FlowDeclarationError, InvalidRequestError, OpError
 from reme_service.flow.context import FlowContext, Input, Key, UndeclaredAccessError
 from reme_service.flow.op import Op, OpParams
-from reme_service.flow.runner import FlowRunner, current_op
+from reme_service.flow.runner import FlowRunner
 
 NUMBER: Input[int] = Input("number", int, default=1)
 LABEL: Input[str] = Input("label", str, default="none")

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from openai.types.chat import ChatCompletionChunk
 
+from reme_service.context_vars import current_op
 from reme_service.errors import LLMError, LLMReplyError
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.retry import (
@@ -33,6 +34,7 @@ __all__ = ["OpenAICompatibleLLM", "RetryableReply", "backoff_delay", "call_with_
 
 # Request settings that are options of the openai call rather than fields of the JSON body.
 _CALL_OPTIONS = ("extra_headers", "extra_query", "timeout")
+OP_HEADER = "X-ReMe-Op"  # the op that makes the call (see reme_service/context_vars.py)
 # Body fields the client sets itself; callers cannot override them.
 _RESERVED = ("messages", "stream", "stream_options", "tools")
 
@@ -186,6 +188,8 @@ class OpenAICompatibleLLM(OpenAIRetryingClient, LLMClient):
             stream=True,
             stream_options={"include_usage": True},
         )
+        if op := current_op.get():  # which step asks (context_vars.py): for gateways, cost attribution and tests
+            request["extra_headers"] = {OP_HEADER: op, **(request.get("extra_headers") or {})}
         if tools:
             request["tools"] = list(tools)
         if body:
