@@ -36,6 +36,13 @@ def test_bad_flow_refuses_to_start_and_says_why(tmp_path: Path) -> None:
     assert "BuildQueryOp" in result.stderr  # the valid names are listed
 
 
+def test_a_flow_that_does_not_declare_what_its_ops_read_refuses_to_start(tmp_path: Path) -> None:
+    result = _run_cli("flow.my_search.flow_content=BuildQueryOp() >> RecallVectorStoreOp()", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "flow 'my_search': op RecallVectorStoreOp reads request field 'top_k'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_unknown_config_key_refuses_to_start(tmp_path: Path) -> None:
     result = _run_cli("http.prot=1", cwd=tmp_path)
     assert result.returncode == 2

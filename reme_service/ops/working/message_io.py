@@ -14,19 +14,11 @@ def parse_messages(raw: Iterable[Any]) -> list[Message]:
 
 
 def simple_dict(message: Message) -> dict[str, Any]:
-    """ReMe 0.2's answer shape: `role`, `content`, `reasoning_content`, plus `tool_calls` (OpenAI shape),
-    `tool_call_id` and `name` when present. Content blocks are kept as blocks."""
-    out: dict[str, Any] = {
-        "role": message.role.value,
-        "content": message.content if message.content is not None else "",
-        "reasoning_content": message.reasoning_content,
-    }
-    if message.tool_calls:
-        out["tool_calls"] = [call.to_openai() for call in message.tool_calls]
-    if message.tool_call_id:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name:
-        out["name"] = message.name
+    """ReMe 0.2's answer shape: the OpenAI form (`role`, `content`, `tool_calls`, `tool_call_id`, `name` when
+    present) plus `reasoning_content`. Content blocks are kept as blocks."""
+    out = message.to_openai()
+    out["content"] = message.content if message.content is not None else ""
+    out["reasoning_content"] = message.reasoning_content
     return out
 
 
