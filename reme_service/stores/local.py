@@ -51,6 +51,7 @@ from reme_service.errors import InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.base import validate_workspace_id
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+from reme_service.stores.params import LocalStoreParams
 
 T = TypeVar("T")
 
@@ -160,7 +161,7 @@ def _snapshot_chunks(state: WorkspaceState, wal_id: str) -> list[bytes | memoryv
         "nodes_bytes": len(blob),
         "wal_id": wal_id,
     }
-    return [orjson.dumps(header) + b"\n", memoryview(blob), memoryview(vectors.reshape(-1)).cast("B")]
+    return [orjson.dumps(header) + b"\n", memoryview(blob), vectors.reshape(-1).view(np.uint8).data]
 
 
 def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
@@ -174,7 +175,7 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
             blob = file.read(int(header["nodes_bytes"]))
             matrix = np.empty((count + count // 4 + 16, dim or 0), np.float32)
             expected = count * (dim or 0) * 4
-            view = memoryview(matrix[:count].reshape(-1)).cast("B")
+            view = matrix[:count].reshape(-1).view(np.uint8).data  # the rows' bytes, written in place
             got = 0
             while got < expected and (read := file.readinto(view[got:])):
                 got += read
@@ -293,20 +294,19 @@ class LocalVectorStore(MemoryVectorStore):
 
     backend = "local"
 
-    def __init__(
-        self,
-        *,
-        embedder: EmbeddingClient,
-        store_dir: str | Path,
-        compact_after_records: int = 1_000,
-        compact_after_bytes: int = 64 * 1024 * 1024,
-    ) -> None:
+    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
+        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
         super().__init__(embedder=embedder)
-        if compact_after_records < 1 or compact_after_bytes < 1:
-            raise ValueError("compaction thresholds must be positive")
-        self.store_dir = Path(store_dir)
-        self.compact_after_records = compact_after_records
-        self.compact_after_bytes = compact_after_bytes
+        if params.store_dir is not None:
+            store_dir = params.store_dir
+        elif data_dir is not None:
+            store_dir = Path(data_dir) / "vector_store"
+        else:
+            raise ValueError("the local store needs params.store_dir or a data_dir")
+        self.store_dir = store_dir.expanduser().absolute()
+        self.compact_after_records = params.compact_after_records
+        self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None

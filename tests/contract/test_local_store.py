@@ -21,6 +21,7 @@ import pytest
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.params import LocalStoreParams
 from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
@@ -41,7 +42,7 @@ WS = "durable"
 class TestLocalStore(StoreContract):
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
-        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs")
+        store = LocalVectorStore(LocalStoreParams(store_dir=tmp_path / "vs"), embedder=embedder)
         await store.start()
         yield store
         await store.close()
@@ -52,13 +53,15 @@ class TestLocalStoreCompactingOften(StoreContract):
 
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
-        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs", compact_after_records=3)
+        store = LocalVectorStore(
+            LocalStoreParams(store_dir=tmp_path / "vs", compact_after_records=3), embedder=embedder
+        )
         yield store
         await store.close()
 
 
 def open_store(path: Path, **options: Any) -> LocalVectorStore:
-    return LocalVectorStore(embedder=HashEmbeddingClient(dimensions=DIM), store_dir=path, **options)
+    return LocalVectorStore(LocalStoreParams(store_dir=path, **options), embedder=HashEmbeddingClient(dimensions=DIM))
 
 
 def wal_records(path: Path) -> list[dict[str, Any]]:
@@ -291,9 +294,9 @@ async def test_kill_9_mid_write_loses_no_acknowledged_batch(tmp_path: Path) -> N
 
 async def test_a_store_dir_belongs_to_one_process_at_a_time(tmp_path: Path) -> None:
     embedder = HashEmbeddingClient(dimensions=8)
-    first = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    first = LocalVectorStore(LocalStoreParams(store_dir=tmp_path), embedder=embedder)
     await first.start()
-    second = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    second = LocalVectorStore(LocalStoreParams(store_dir=tmp_path), embedder=embedder)
     with pytest.raises(StoreError, match="is in use by another process.*docs/scaling.md"):
         await second.start()
     await first.close()

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams
 from reme_service.stores.remote import RemoteVectorStore
 from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
@@ -40,15 +42,18 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
         url: str = request.getfixturevalue("es_url")
     async with AsyncExitStack() as stack:
 
-        def make(**options: object) -> RemoteVectorStore:
+        def make(**options: Any) -> RemoteVectorStore:
             store: RemoteVectorStore
             embedder = HashEmbeddingClient(dimensions=16)
             if request.param == "chroma":
                 store = ChromaVectorStore(
-                    embedder=embedder, host=server.host, port=server.port, collection_prefix=prefix, **options
-                )  # type: ignore[arg-type]
+                    ChromaStoreParams(host=server.host, port=server.port, collection_prefix=prefix, **options),
+                    embedder=embedder,
+                )
             else:
-                store = ElasticsearchVectorStore(embedder=embedder, hosts=[url], index_prefix=prefix, **options)  # type: ignore[arg-type]
+                store = ElasticsearchVectorStore(
+                    ElasticsearchStoreParams(hosts=[url], index_prefix=prefix, **options), embedder=embedder
+                )
             stack.push_async_callback(store.close)
             return store
 
@@ -139,10 +144,12 @@ async def test_shared_locks_can_be_turned_off(stores: StoreFactory) -> None:
 
 
 async def test_an_embedded_chroma_cannot_share_locks(tmp_path: Path) -> None:
-    embedded = ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path)
+    embedded = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path), embedder=HashEmbeddingClient(dimensions=16))
     assert embedded.shared_lock is None
     with pytest.raises(ValueError, match="shared_lock needs a Chroma server"):
-        ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path, shared_lock=True)
+        ChromaVectorStore(
+            ChromaStoreParams(store_dir=tmp_path, shared_lock=True), embedder=HashEmbeddingClient(dimensions=16)
+        )
 
 
 async def test_queued_sections_of_one_process_share_a_lease_within_the_handoff_limit(stores: StoreFactory) -> None:
