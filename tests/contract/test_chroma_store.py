@@ -37,6 +37,8 @@ async def _drop_all(store: ChromaVectorStore) -> None:
 
 
 class TestChromaServerStore(StoreContract):
+    MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the records are sent
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, chroma_server: ChromaServer) -> AsyncIterator[ChromaVectorStore]:  # noqa: F811
         store = ChromaVectorStore(
@@ -52,6 +54,8 @@ class TestChromaServerStore(StoreContract):
 
 
 class TestChromaEmbeddedStore(StoreContract):
+    MID_WRITE = TestChromaServerStore.MID_WRITE
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[ChromaVectorStore]:
         store = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path / "chroma"), embedder=embedder)

@@ -63,6 +63,8 @@ def make_store(embedder: CountingEmbedder, url: str, **options: Any) -> Elastics
 
 
 class TestElasticsearchStore(StoreContract):
+    MID_WRITE = ("_bulk", True)  # the first of six bulk requests (500 documents each) is written
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, es_url: str) -> AsyncIterator[ElasticsearchVectorStore]:
         store = make_store(embedder, es_url)
