@@ -24,19 +24,28 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import Filter, validate_workspace_id
+from reme_service.stores.base import validate_workspace_id
 from reme_service.stores.chroma_client import ChromaConnection, is_not_found
 from reme_service.stores.chroma_lease import ChromaLeases
-from reme_service.stores.chroma_where import SEQ_KEY, chroma_where, node_metadata, record_metadata, stale_keys
+from reme_service.stores.chroma_where import (
+    SEQ_KEY,
+    ChromaWhere,
+    chroma_where,
+    node_metadata,
+    record_metadata,
+    stale_keys,
+)
+from reme_service.stores.filters import Condition
 from reme_service.stores.names import (
     check_chroma_prefix,
     chroma_collection_name,
@@ -44,10 +53,10 @@ from reme_service.stores.names import (
     chroma_temp_name,
     chroma_workspace_id,
 )
-from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
-from reme_service.stores.remote_filter import plan_filter
+from reme_service.stores.params import ChromaStoreParams
+from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
-from reme_service.stores.vectors import as_query, dimension_error
+from reme_service.stores.vectors import dimension_error
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,50 +66,30 @@ _MISSING: Any = object()
 _META_WORKSPACE = "reme_workspace_id"
 
 
-class ChromaVectorStore(RemoteVectorStore):
+class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     backend = "chroma"
 
-    def __init__(
-        self,
-        *,
-        embedder: EmbeddingClient,
-        host: str | None = None,
-        port: int = 8000,
-        ssl: bool = False,
-        headers: dict[str, str] | None = None,
-        tenant: str = "default_tenant",
-        database: str = "default_database",
-        store_dir: Path | None = None,
-        collection_prefix: str = "reme-",
-        timeout: float = 30.0,
-        hnsw: dict[str, Any] | None = None,
-        shared_lock: bool | None = None,
-        lock_ttl: float = 15.0,
-        lock_wait: float = 60.0,
-    ) -> None:
+    def __init__(self, params: ChromaStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+        """Server mode when `params.host` is set; else an embedded Chroma in `params.store_dir`, by default
+        `<data_dir>/chroma` (ValueError when neither is given, or for an invalid collection prefix)."""
         super().__init__(embedder=embedder)
-        if (host is None) == (store_dir is None):
-            raise ValueError("give either host (server mode) or store_dir (embedded mode)")
-        self.conn = ChromaConnection(
-            host=host,
-            port=port,
-            ssl=ssl,
-            headers=headers,
-            tenant=tenant,
-            database=database,
-            store_dir=store_dir,
-            timeout=timeout,
-        )
-        self.prefix = check_chroma_prefix(collection_prefix)
-        self.hnsw = {"space": "ip", **(hnsw or {})}
+        store_dir: Path | None = None
+        if not params.host:
+            if params.store_dir is not None:
+                store_dir = params.store_dir.expanduser().absolute()
+            elif data_dir is not None:
+                store_dir = (Path(data_dir) / "chroma").expanduser().absolute()
+            else:
+                raise ValueError("an embedded Chroma needs params.store_dir or a data_dir (or give params.host)")
+        self.conn = ChromaConnection(params, store_dir=store_dir)
+        self.prefix = check_chroma_prefix(params.collection_prefix)
+        self.hnsw = {"space": "ip", **params.hnsw}
         self._collections: dict[str, Any] = {}
         self._dims: dict[str, int] = {}
         self._max_batch: int | None = None
-        if shared_lock and self.conn.embedded:
-            raise ValueError("shared_lock needs a Chroma server (host): an embedded Chroma belongs to one process")
-        if shared_lock is None and not self.conn.embedded or shared_lock:
+        if params.shared_lock or (params.shared_lock is None and not self.conn.embedded):
             leases = ChromaLeases(self.conn, chroma_lock_collection_name(self.prefix))
-            self.shared_lock = SharedLock(leases, ttl=lock_ttl, wait=lock_wait, where=self.conn.where)
+            self.shared_lock = SharedLock(leases, ttl=params.lock_ttl, wait=params.lock_wait, where=self.conn.where)
 
     # ----- lifecycle -----
 
@@ -219,7 +208,7 @@ class ChromaVectorStore(RemoteVectorStore):
             out.append((seq if isinstance(seq, int) else 0, node))
         return out
 
-    async def _scan(self, workspace_id: str, handle: Any, where: Any, *, with_vectors: bool) -> list[VectorNode]:
+    async def _read_all(self, workspace_id: str, handle: Any, where: Any, *, with_vectors: bool) -> list[VectorNode]:
         """Every record matching `where`, in listing order. A listing longer than one page is read under the
         workspace's write lock, so the pages agree with each other."""
         include = ["metadatas", "documents", *(["embeddings"] if with_vectors else [])]
@@ -276,10 +265,6 @@ class ChromaVectorStore(RemoteVectorStore):
         validate_workspace_id(workspace_id)
         await self._collection(workspace_id, create=True)
 
-    async def delete_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
-        return await self._shielded(self._commit_drop(workspace_id))
-
     async def _commit_drop(self, workspace_id: str) -> bool:
         async with self._write_lock(workspace_id):
             self._forget(workspace_id)
@@ -306,15 +291,6 @@ class ChromaVectorStore(RemoteVectorStore):
 
     # ----- writes -----
 
-    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
-        dim = await self._on_collection(workspace_id, lambda handle: self._dim(workspace_id, handle), create=False)
-        batch = await self.prepare(workspace_id, nodes, None if dim is _MISSING else dim)
-        if not batch.ids:
-            await self.create_workspace(workspace_id)
-            return 0
-        return await self._shielded(self._commit_upsert(workspace_id, batch))
-
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
         async def work(handle: Any) -> int:
             dim = await self._dim(workspace_id, handle)
@@ -328,13 +304,6 @@ class ChromaVectorStore(RemoteVectorStore):
         async with self._write_lock(workspace_id):
             return await self._on_collection(workspace_id, work, create=True)
 
-    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
-        validate_workspace_id(workspace_id)
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return 0
-        return await self._shielded(self._commit_delete(workspace_id, unique))
-
     async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
         async def work(handle: Any) -> int:
             present = (await self.conn.call(handle, "get", ids=ids, include=[]))["ids"]
@@ -345,11 +314,6 @@ class ChromaVectorStore(RemoteVectorStore):
         async with self._write_lock(workspace_id):
             deleted = await self._on_collection(workspace_id, work, create=False)
         return 0 if deleted is _MISSING else deleted
-
-    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
-        batch = await self.prepare(workspace_id, nodes, None)
-        return await self._shielded(self._commit_replace(workspace_id, batch))
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
         client = await self.conn.client()
@@ -398,47 +362,39 @@ class ChromaVectorStore(RemoteVectorStore):
 
     # ----- reads -----
 
-    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return []
+    def _translate(self, conditions: Iterable[Condition]) -> ChromaWhere:
+        return chroma_where(conditions)
 
+    async def _stored_dim(self, workspace_id: str) -> int | None:
+        dim = await self._on_collection(workspace_id, lambda handle: self._dim(workspace_id, handle), create=False)
+        return None if dim is _MISSING else dim
+
+    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
         async def work(handle: Any) -> list[VectorNode]:
             include = ["metadatas", "documents", "embeddings"]
-            result = await self.conn.call(handle, "get", ids=unique, include=include)
-            found = {node.unique_id: node for _, node in self._nodes(workspace_id, result, with_vectors=True)}
-            return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
+            result = await self.conn.call(handle, "get", ids=ids, include=include)
+            return [node for _, node in self._nodes(workspace_id, result, with_vectors=True)]
 
         nodes = await self._on_collection(workspace_id, work, create=False)
         return [] if nodes is _MISSING else nodes
 
-    async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
-    ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
-        plan = plan_filter(filter, workspace_id)
-        where = chroma_where(plan.conditions)
-        if top_k <= 0:
-            return []
+    async def _scan(self, workspace_id: str, native: ChromaWhere, *, with_vectors: bool) -> list[VectorNode]:
+        async def work(handle: Any) -> list[VectorNode]:
+            return await self._read_all(workspace_id, handle, native.where, with_vectors=with_vectors)
 
+        nodes = await self._on_collection(workspace_id, work, create=False)
+        return [] if nodes is _MISSING else nodes
+
+    async def _search_native(
+        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: ChromaWhere
+    ) -> list[SearchHit]:
         async def work(handle: Any) -> list[SearchHit]:
-            dim = await self._dim(workspace_id, handle)
-            if dim is None:
-                return []
-            query = as_query(vector, workspace_id, dim)
-            if plan.impossible or where.impossible:
-                return []
-            if not where.exact:
-                nodes = await self._scan(workspace_id, handle, where.where, with_vectors=True)
-                predicate = plan.predicate
-                return exact_top([n for n in nodes if predicate is None or predicate(n)], query, top_k)
             result = await self.conn.call(
                 handle,
                 "query",
                 query_embeddings=[query],
                 n_results=top_k,
-                where=where.where,
+                where=native.where,
                 include=["metadatas", "documents", "distances"],
             )
             similarity = self._similarity(handle)
@@ -448,26 +404,7 @@ class ChromaVectorStore(RemoteVectorStore):
             return [
                 SearchHit.model_construct(node=node, score=similarity(float(distance)))
                 for (_, node), distance in zip(rows, distances, strict=True)
-                if plan.predicate is None or plan.predicate(node)
             ]
 
         hits = await self._on_collection(workspace_id, work, create=False)
         return [] if hits is _MISSING else hits
-
-    async def list_nodes(
-        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
-    ) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
-        plan = plan_filter(filter, workspace_id)
-        where = chroma_where(plan.conditions)
-        if plan.impossible or where.impossible:
-            return []
-
-        async def work(handle: Any) -> list[VectorNode]:
-            return await self._scan(workspace_id, handle, where.where, with_vectors=with_vectors)
-
-        nodes = await self._on_collection(workspace_id, work, create=False)
-        if nodes is _MISSING:
-            return []
-        predicate = plan.predicate
-        return nodes if predicate is None else [node for node in nodes if predicate(node)]

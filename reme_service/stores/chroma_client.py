@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from reme_service.errors import DimensionMismatchError, ReMeError, StoreError
+from reme_service.stores.params import ChromaStoreParams
 
 logger = logging.getLogger(__name__)
 
@@ -47,22 +48,12 @@ def is_not_found(exc: BaseException) -> bool:
 class ChromaConnection:
     """One Chroma client (server or embedded), created on first use and shared by every call."""
 
-    def __init__(
-        self,
-        *,
-        host: str | None,
-        port: int,
-        ssl: bool,
-        headers: dict[str, str] | None,
-        tenant: str,
-        database: str,
-        store_dir: Path | None,
-        timeout: float,
-    ) -> None:
-        self.host, self.port, self.ssl, self.headers = host, port, ssl, headers
-        self.tenant, self.database = tenant, database
-        self.store_dir = store_dir
-        self.timeout = timeout
+    def __init__(self, params: ChromaStoreParams, *, store_dir: Path | None) -> None:
+        """Server mode when `params.host` is set, else an embedded Chroma in `store_dir` (resolved by the store)."""
+        self.params = params
+        self.host = params.host or None
+        self.port, self.timeout = params.port, params.timeout
+        self.store_dir = store_dir if self.host is None else None
         self._client: Any = None
         self._connecting = asyncio.Lock()
 
@@ -74,7 +65,7 @@ class ChromaConnection:
     def where(self) -> str:
         if self.embedded:
             return f"embedded chroma at {self.store_dir}"
-        return f"chroma server at {'https' if self.ssl else 'http'}://{self.host}:{self.port}"
+        return f"chroma server at {'https' if self.params.ssl else 'http'}://{self.host}:{self.port}"
 
     async def client(self) -> Any:
         """The client, connecting first when needed; StoreError when Chroma cannot be reached."""
@@ -97,21 +88,21 @@ class ChromaConnection:
                     chromadb.PersistentClient,
                     path=str(self.store_dir),
                     settings=settings,
-                    tenant=self.tenant,
-                    database=self.database,
+                    tenant=self.params.tenant,
+                    database=self.params.database,
                 )
-            url = f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}/api/v2/heartbeat"
+            url = f"{'https' if self.params.ssl else 'http'}://{self.host}:{self.port}/api/v2/heartbeat"
             async with httpx.AsyncClient(timeout=self.timeout) as probe:
-                (await probe.get(url, headers=self.headers)).raise_for_status()
+                (await probe.get(url, headers=self.params.headers)).raise_for_status()
             async with asyncio.timeout(self.timeout):
                 return await chromadb.AsyncHttpClient(
                     host=str(self.host),
                     port=self.port,
-                    ssl=self.ssl,
-                    headers=self.headers,
+                    ssl=self.params.ssl,
+                    headers=self.params.headers,
                     settings=settings,
-                    tenant=self.tenant,
-                    database=self.database,
+                    tenant=self.params.tenant,
+                    database=self.params.database,
                 )
         except TimeoutError as exc:
             raise StoreError(f"{self.where} did not answer within {self.timeout:g} s") from exc

@@ -24,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
 from elastic_transport import ApiError as TransportApiError, TransportError
 from elasticsearch import ApiError, AsyncElasticsearch
+from numpy.typing import NDArray
 
 try:
     from elasticsearch.serializer import OrjsonSerializer
@@ -57,9 +58,10 @@ from reme_service.stores.es_query import (
     mapping_dims,
     reciprocal_rank_fusion,
 )
+from reme_service.stores.filters import Condition
 from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_name, es_lock_index_name
-from reme_service.stores.remote import Prepared, RemoteVectorStore, exact_top
-from reme_service.stores.remote_filter import FilterPlan, plan_filter
+from reme_service.stores.params import ElasticsearchStoreParams
+from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import as_query, dimension_error
 
@@ -69,7 +71,8 @@ MAX_KNN = 10_000  # Elasticsearch's limit for k and num_candidates
 _MISSING_TYPES = ("index_not_found_exception", "alias_missing_exception")
 
 
-def _reason(exc: ApiError) -> str:
+def _reason(exc: ApiError | TransportApiError) -> str:
+    """The error type and reason Elasticsearch gave, or the message."""
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     if isinstance(error, dict):
@@ -93,48 +96,27 @@ def _node(hit: dict[str, Any], workspace_id: str, *, with_vectors: bool) -> Vect
     )
 
 
-class ElasticsearchVectorStore(RemoteVectorStore):
+class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     backend = "elasticsearch"
 
-    def __init__(
-        self,
-        *,
-        embedder: EmbeddingClient,
-        hosts: list[str],
-        client_options: dict[str, Any] | None = None,
-        index_prefix: str = "reme-",
-        refresh: str = "true",
-        batch_size: int = 500,
-        list_page_size: int = 10_000,
-        num_candidates: int = 100,
-        hnsw_m: int = 16,
-        hnsw_ef_construction: int = 100,
-        index_settings: dict[str, Any] | None = None,
-        hybrid: bool = False,
-        rrf_window: int = 50,
-        shared_lock: bool = True,
-        lock_ttl: float = 15.0,
-        lock_wait: float = 60.0,
-    ) -> None:
+    def __init__(self, params: ElasticsearchStoreParams, *, embedder: EmbeddingClient) -> None:
+        """ValueError for an invalid index prefix or a malformed `basic_auth`."""
         super().__init__(embedder=embedder)
-        self.hosts = hosts
-        self.prefix = check_es_prefix(index_prefix)
-        self.refresh = refresh
-        self.batch_size = batch_size
-        self.list_page_size = min(list_page_size, MAX_KNN)
-        self.num_candidates = num_candidates
-        self.hnsw = {"m": hnsw_m, "ef_construction": hnsw_ef_construction}
-        self.index_settings = dict(index_settings or {})
-        self.hybrid = hybrid
-        self.rrf_window = rrf_window
-        options = dict(client_options or {})
+        self.params = params
+        self.hosts = params.host_list()
+        self.prefix = check_es_prefix(params.index_prefix)
+        self.batch_size = params.batch_size
+        self.list_page_size = min(params.list_page_size, MAX_KNN)
+        self.hybrid = params.hybrid
+        options = params.client_options()
         if OrjsonSerializer is not None:  # several times faster than the stdlib json on listings
             options.setdefault("serializer", OrjsonSerializer())
-        self.es = AsyncElasticsearch(hosts, **options)
+        self.es = AsyncElasticsearch(self.hosts, **options)
         self._dims: dict[str, int] = {}
-        if shared_lock:
+        if params.shared_lock:
             leases = EsLeases(self.es, es_lock_index_name(self.prefix), self._guard)
-            self.shared_lock = SharedLock(leases, ttl=lock_ttl, wait=lock_wait, where=f"elasticsearch {hosts[0]}")
+            where = f"elasticsearch {self.hosts[0]}"
+            self.shared_lock = SharedLock(leases, ttl=params.lock_ttl, wait=params.lock_wait, where=where)
 
     # ----- plumbing -----
 
@@ -192,8 +174,14 @@ class ElasticsearchVectorStore(RemoteVectorStore):
         return None
 
     async def _create_index(self, workspace_id: str, index: str, dims: int, *, with_alias: bool) -> None:
-        body = index_body(workspace_id, dims, settings=self.index_settings, **self.hnsw)
-        aliases = {self._alias(workspace_id): {}} if with_alias else None
+        body = index_body(
+            workspace_id,
+            dims,
+            settings=self.params.index_settings,
+            m=self.params.hnsw_m,
+            ef_construction=self.params.hnsw_ef_construction,
+        )
+        aliases: dict[str, dict[str, Any]] | None = {self._alias(workspace_id): {}} if with_alias else None
         async with self._guard("create index"):
             try:
                 await self.es.indices.create(
@@ -208,7 +196,7 @@ class ElasticsearchVectorStore(RemoteVectorStore):
         """Send one bulk request; returns each item's result object."""
         async with self._guard("bulk"):
             response = await self.es.bulk(
-                operations=operations, refresh=self.refresh if refresh else "false", require_alias=require_alias
+                operations=operations, refresh=self.params.refresh if refresh else "false", require_alias=require_alias
             )
         return [next(iter(item.values())) for item in response.body.get("items", [])]
 
@@ -268,10 +256,6 @@ class ElasticsearchVectorStore(RemoteVectorStore):
                 )
                 self._dims[workspace_id] = dims
 
-    async def delete_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
-        return await self._shielded(self._commit_drop(workspace_id))
-
     async def _commit_drop(self, workspace_id: str) -> bool:
         async with self._write_lock(workspace_id), self._guard("delete index"):
             self._dims.pop(workspace_id, None)
@@ -299,15 +283,6 @@ class ElasticsearchVectorStore(RemoteVectorStore):
 
     # ----- writes -----
 
-    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
-        batch = await self.prepare(workspace_id, nodes, await self._dims_of(workspace_id))
-        _check_nonzero(batch)
-        if not batch.ids:
-            await self.create_workspace(workspace_id)
-            return 0
-        return await self._shielded(self._commit_upsert(workspace_id, batch))
-
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
         assert batch.dim is not None
         async with self._write_lock(workspace_id):
@@ -325,13 +300,6 @@ class ElasticsearchVectorStore(RemoteVectorStore):
                 raise
         return len(batch)
 
-    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
-        validate_workspace_id(workspace_id)
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return 0
-        return await self._shielded(self._commit_delete(workspace_id, unique))
-
     async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
         alias = self._alias(workspace_id)
         deleted = 0
@@ -345,12 +313,6 @@ class ElasticsearchVectorStore(RemoteVectorStore):
                 self._raise_item_errors(items, len(chunk))
                 deleted += sum(1 for item in items if item.get("result") == "deleted")
         return deleted
-
-    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
-        batch = await self.prepare(workspace_id, nodes, None)
-        _check_nonzero(batch)
-        return await self._shielded(self._commit_replace(workspace_id, batch))
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
         alias = self._alias(workspace_id)
@@ -389,26 +351,36 @@ class ElasticsearchVectorStore(RemoteVectorStore):
 
     # ----- reads -----
 
-    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return []
+    def _translate(self, conditions: Iterable[Condition]) -> EsFilter:
+        return es_filter(conditions)
+
+    async def _stored_dim(self, workspace_id: str) -> int | None:
+        return await self._dims_of(workspace_id)
+
+    def _check_batch(self, batch: Prepared) -> None:
+        if len(batch) and not np.linalg.norm(batch.vectors, axis=1).all():
+            zero = [uid for uid, row in zip(batch.ids, batch.vectors, strict=True) if not row.any()]
+            raise InvalidRequestError(
+                f"node {zero[0]!r} has an all-zero vector, which Elasticsearch's cosine similarity cannot index",
+                details={"ids": zero[:10]},
+            )
+
+    def _needs_exact_search(self, native: EsFilter, query: NDArray[np.float32], top_k: int) -> bool:
+        """Also beyond kNN's limit, and for the zero query (cosine kNN cannot take it)."""
+        return not native.exact or top_k > MAX_KNN or not query.any()
+
+    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
         async with self._guard("mget"):
             try:
                 response = await self.es.mget(
-                    index=self._alias(workspace_id), ids=unique, source_excludes=["vector", "leaves"]
+                    index=self._alias(workspace_id), ids=ids, source_excludes=["vector", "leaves"]
                 )
             except ApiError as exc:
                 if _missing(exc):
                     return []
                 raise
-        found = {
-            doc["_id"]: _node(doc, workspace_id, with_vectors=True)
-            for doc in response.body.get("docs", [])
-            if doc.get("found")
-        }
-        return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
+        docs = response.body.get("docs", [])
+        return [_node(doc, workspace_id, with_vectors=True) for doc in docs if doc.get("found")]
 
     async def _search(self, workspace_id: str, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The hits of one search, or None when the workspace does not exist."""
@@ -421,11 +393,11 @@ class ElasticsearchVectorStore(RemoteVectorStore):
                 raise
         return response.body["hits"]["hits"]
 
-    async def _scan(self, workspace_id: str, query: dict[str, Any], *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: str, native: EsFilter, *, with_vectors: bool) -> list[VectorNode]:
         """Every matching document in listing order. One page is one search; a longer listing pages with
         `search_after` through a point in time, so it reads one consistent snapshot however writes go meanwhile."""
         body: dict[str, Any] = {
-            "query": query,
+            "query": native.query(),
             "sort": [{"seq": "asc"}, {"unique_id": "asc"}],
             "size": self.list_page_size,
             "_source": SOURCE_WITH_VECTORS if with_vectors else SOURCE_WITHOUT_VECTORS,
@@ -460,40 +432,18 @@ class ElasticsearchVectorStore(RemoteVectorStore):
             except StoreError:  # it expires by itself
                 logger.warning("could not close a point in time on %s", self._alias(workspace_id))
 
-    async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+    async def _search_native(
+        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: EsFilter
     ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
-        plan = plan_filter(filter, workspace_id)
-        flt = es_filter(plan.conditions)
-        if top_k <= 0:
-            return []
-        dims = await self._dims_of(workspace_id)
-        if dims is None:
-            return []
-        query = as_query(vector, workspace_id, dims)
-        if plan.impossible or flt.impossible:
-            return []
-        if not flt.exact or top_k > MAX_KNN or not query.any():
-            return await self._exact_search(workspace_id, query, top_k, plan, flt)
-        num_candidates = min(MAX_KNN, max(self.num_candidates, 2 * top_k))
-        body = knn_body(query.tolist(), top_k, flt, num_candidates=num_candidates, source=SOURCE_WITHOUT_VECTORS)
+        num_candidates = min(MAX_KNN, max(self.params.num_candidates, 2 * top_k))
+        body = knn_body(query.tolist(), top_k, native, num_candidates=num_candidates, source=SOURCE_WITHOUT_VECTORS)
         hits = await self._search(workspace_id, body) or []
-        out = [
+        return [
             SearchHit.model_construct(
                 node=_node(hit, workspace_id, with_vectors=False), score=cosine_from_score(hit["_score"])
             )
             for hit in hits
         ]
-        return [hit for hit in out if plan.predicate is None or plan.predicate(hit.node)]
-
-    async def _exact_search(
-        self, workspace_id: str, query: np.ndarray, top_k: int, plan: FilterPlan, flt: EsFilter
-    ) -> list[SearchHit]:
-        """Rank the candidates the translated filter narrows to, in numpy, after the full predicate."""
-        nodes = await self._scan(workspace_id, flt.query(), with_vectors=True)
-        predicate = plan.predicate
-        return exact_top([n for n in nodes if predicate is None or predicate(n)], query, top_k)
 
     async def search(
         self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
@@ -503,8 +453,7 @@ class ElasticsearchVectorStore(RemoteVectorStore):
         if not self.hybrid:
             return await super().search(workspace_id, query, top_k=top_k, filter=filter)
         validate_workspace_id(workspace_id)
-        plan = plan_filter(filter, workspace_id)
-        flt = es_filter(plan.conditions)
+        plan, flt = self._plan(filter, workspace_id)
         if top_k <= 0 or plan.impossible or flt.impossible or not flt.exact:
             if top_k > 0 and not plan.impossible and not flt.impossible:
                 return await super().search(workspace_id, query, top_k=top_k, filter=filter)
@@ -513,8 +462,8 @@ class ElasticsearchVectorStore(RemoteVectorStore):
         if dims is None:
             return []
         vector = as_query((await self.embedder.embed([query]))[0], workspace_id, dims)
-        window = min(MAX_KNN, max(top_k, self.rrf_window))
-        num_candidates = min(MAX_KNN, max(self.num_candidates, 2 * window))
+        window = min(MAX_KNN, max(top_k, self.params.rrf_window))
+        num_candidates = min(MAX_KNN, max(self.params.num_candidates, 2 * window))
         knn = knn_body(vector.tolist(), window, flt, num_candidates=num_candidates, source=SOURCE_WITHOUT_VECTORS)
         lexical = bm25_body(query, window, flt, SOURCE_WITHOUT_VECTORS)
         knn_hits, bm25_hits = await asyncio.gather(self._search(workspace_id, knn), self._search(workspace_id, lexical))
@@ -530,24 +479,3 @@ class ElasticsearchVectorStore(RemoteVectorStore):
             rankings.append(ranking)
         fused = reciprocal_rank_fusion(rankings)[:top_k]
         return [SearchHit.model_construct(node=nodes[uid], score=score) for uid, score in fused]
-
-    async def list_nodes(
-        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
-    ) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
-        plan = plan_filter(filter, workspace_id)
-        flt = es_filter(plan.conditions)
-        if plan.impossible or flt.impossible:
-            return []
-        nodes = await self._scan(workspace_id, flt.query(), with_vectors=with_vectors)
-        predicate = plan.predicate
-        return nodes if predicate is None else [node for node in nodes if predicate(node)]
-
-
-def _check_nonzero(batch: Prepared) -> None:
-    if len(batch) and not np.linalg.norm(batch.vectors, axis=1).all():
-        zero = [uid for uid, row in zip(batch.ids, batch.vectors, strict=True) if not row.any()]
-        raise InvalidRequestError(
-            f"node {zero[0]!r} has an all-zero vector, which Elasticsearch's cosine similarity cannot index",
-            details={"ids": zero[:10]},
-        )

@@ -2,7 +2,8 @@
 
 Files in `store_dir` for a workspace `<ws>`:
 
-* `<ws>.snap`, the snapshot, always replaced whole (temp file, fsync, `os.replace`, fsync of the directory):
+* `<ws>.snap`, the snapshot, always replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of
+  the directory; every fsync of this store is in `stores/durable.py`):
   a JSON header line `{"format", "version", "dim", "count", "nodes_bytes", "wal_id"}`, then `nodes_bytes` of
   JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
   vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
@@ -38,7 +39,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -50,7 +51,9 @@ import orjson
 from reme_service.errors import InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.base import validate_workspace_id
+from reme_service.stores.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_dir, truncate_synced
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+from reme_service.stores.params import LocalStoreParams
 
 T = TypeVar("T")
 
@@ -60,7 +63,6 @@ SNAPSHOT_FORMAT = "reme-local-snapshot"
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snap"
 WAL_SUFFIX = ".wal"
-TMP_SUFFIX = ".tmp"
 TRIM_AFTER_NODES = 10_000
 _RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
 
@@ -76,25 +78,6 @@ class _Wal:
     fd: int | None = None
     size: int = 0
     records: int = 0
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as file:
-        for chunk in chunks:
-            file.write(chunk)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _malloc_trim() -> Callable[[], int] | None:
@@ -160,7 +143,7 @@ def _snapshot_chunks(state: WorkspaceState, wal_id: str) -> list[bytes | memoryv
         "nodes_bytes": len(blob),
         "wal_id": wal_id,
     }
-    return [orjson.dumps(header) + b"\n", memoryview(blob), memoryview(vectors.reshape(-1)).cast("B")]
+    return [orjson.dumps(header) + b"\n", memoryview(blob), vectors.reshape(-1).view(np.uint8).data]
 
 
 def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
@@ -174,7 +157,7 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
             blob = file.read(int(header["nodes_bytes"]))
             matrix = np.empty((count + count // 4 + 16, dim or 0), np.float32)
             expected = count * (dim or 0) * 4
-            view = memoryview(matrix[:count].reshape(-1)).cast("B")
+            view = matrix[:count].reshape(-1).view(np.uint8).data  # the rows' bytes, written in place
             got = 0
             while got < expected and (read := file.readinto(view[got:])):
                 got += read
@@ -234,9 +217,7 @@ def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
     if pos == 0:
         return  # not even a header: reset before the next append
     if pos < len(data):
-        with open(wal.path, "r+b") as file:
-            file.truncate(pos)
-            os.fsync(file.fileno())
+        truncate_synced(wal.path, pos)
     wal.ready, wal.size, wal.records = True, pos, records
 
 
@@ -244,7 +225,7 @@ def _reset_wal(wal: _Wal) -> None:
     """Replace the log by an empty one for the current snapshot."""
     _close(wal)
     header = orjson.dumps({"op": "wal", "wal_id": wal.snapshot_id}) + b"\n"
-    _atomic_write(wal.path, [header])
+    atomic_write(wal.path, [header])
     wal.ready, wal.size, wal.records = True, len(header), 0
 
 
@@ -254,10 +235,7 @@ def _append(wal: _Wal, encode: Callable[[], bytes]) -> None:
     try:
         if wal.fd is None:
             wal.fd = os.open(wal.path, os.O_WRONLY | os.O_APPEND)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(wal.fd, view) :]
-        os.fsync(wal.fd)
+        append_synced(wal.fd, data)
     except OSError as exc:
         if not _truncate_back(wal):
             wal.needs_snapshot = True
@@ -271,8 +249,7 @@ def _truncate_back(wal: _Wal) -> bool:
     if wal.fd is None:
         return False
     try:
-        os.ftruncate(wal.fd, wal.size)
-        os.fsync(wal.fd)
+        truncate_synced(wal.fd, wal.size)
     except OSError:
         return False
     return True
@@ -293,20 +270,19 @@ class LocalVectorStore(MemoryVectorStore):
 
     backend = "local"
 
-    def __init__(
-        self,
-        *,
-        embedder: EmbeddingClient,
-        store_dir: str | Path,
-        compact_after_records: int = 1_000,
-        compact_after_bytes: int = 64 * 1024 * 1024,
-    ) -> None:
+    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
+        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
         super().__init__(embedder=embedder)
-        if compact_after_records < 1 or compact_after_bytes < 1:
-            raise ValueError("compaction thresholds must be positive")
-        self.store_dir = Path(store_dir)
-        self.compact_after_records = compact_after_records
-        self.compact_after_bytes = compact_after_bytes
+        if params.store_dir is not None:
+            store_dir = params.store_dir
+        elif data_dir is not None:
+            store_dir = Path(data_dir) / "vector_store"
+        else:
+            raise ValueError("the local store needs params.store_dir or a data_dir")
+        self.store_dir = store_dir.expanduser().absolute()
+        self.compact_after_records = params.compact_after_records
+        self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
@@ -378,7 +354,7 @@ class LocalVectorStore(MemoryVectorStore):
 
     def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id))
+        atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
 
@@ -409,7 +385,7 @@ class LocalVectorStore(MemoryVectorStore):
         existed = snapshot.is_file()
         snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
         if existed:
-            _fsync_dir(self.store_dir)
+            fsync_dir(self.store_dir)
         wal_path = self._wal_path(workspace_id)
         for path in (wal_path, wal_path.with_name(wal_path.name + TMP_SUFFIX)):
             path.unlink(missing_ok=True)

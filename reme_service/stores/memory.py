@@ -54,6 +54,7 @@ from reme_service.stores.packed import (
     compile_stored_filter,
     export_node,
 )
+from reme_service.stores.params import MemoryStoreParams
 from reme_service.stores.vectors import (
     as_query,
     batch_dimension,
@@ -126,7 +127,12 @@ class _Gate:
                 release()
         # The gate is released when the thread ends, not when an awaiting caller is cancelled.
         future = asyncio.ensure_future(asyncio.to_thread(fn))
-        future.add_done_callback(lambda done: (release(), consume_exception(done)))
+
+        def finished(done: asyncio.Future[T]) -> None:
+            release()
+            consume_exception(done)
+
+        future.add_done_callback(finished)
         return await asyncio.shield(future)
 
 
@@ -339,7 +345,8 @@ class MemoryVectorStore(VectorStore):
 
     backend = "memory"
 
-    def __init__(self, *, embedder: EmbeddingClient) -> None:
+    def __init__(self, params: MemoryStoreParams | None = None, *, embedder: EmbeddingClient) -> None:
+        """`params` is accepted for symmetry with the other backends; the memory backend has none."""
         super().__init__(embedder=embedder)
         self._spaces: dict[str, WorkspaceState] = {}
 

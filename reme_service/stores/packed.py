@@ -15,7 +15,7 @@ by one substring search (~50 ns) instead of a decode (~1.5 us).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import numpy as np
 import orjson
@@ -118,7 +118,10 @@ def compile_stored_filter(filter: Mapping[str, Any] | None) -> StoredPredicate |
     if predicate is None:
         return None
     if all(condition.path[0] != "metadata" for condition in conditions):
-        return predicate  # the root fields are plain attributes: nothing to decode
+        # The root fields are plain attributes of a stored node: nothing to decode. A predicate compiled from
+        # conditions on root fields only never reads `metadata`, the one `NodeLike` field a stored node lacks,
+        # which the types cannot say; hence the cast.
+        return cast(StoredPredicate, predicate)
     needles = tuple(
         orjson.dumps(condition.operand)
         for condition in conditions

@@ -9,6 +9,11 @@
   increasing) when its id is new and kept when it is replaced, so listing by it gives insertion order with a
   replaced node in its old place. (Several processes writing one workspace interleave by their clocks.)
 * `exact_top` ranks nodes in numpy: the fallback for filters a backend cannot express exactly.
+* The public operations are template methods, written once here: validate the workspace id, plan the filter
+  (`remote_filter.plan_filter`), translate what is left into the backend's own filter, answer nothing when the
+  plan or the translation says nothing can match, read natively, and apply the full predicate in Python when the
+  translation is inexact; writes prepare the batch here and commit it in a shielded task. A backend implements
+  the hooks (`_translate`, `_stored_dim`, `_scan`, `_search_native`, `_fetch`, the `_commit_*` writes).
 * `lock(workspace)`: with `shared_lock` set (Chroma in server mode, Elasticsearch), a lease in the shared server
   on top of the process's asyncio lock, so read-modify-write flows are safe across service processes.
 """
@@ -16,10 +21,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import orjson
@@ -28,9 +34,26 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import VectorStore
+from reme_service.stores.base import Filter, VectorStore, validate_workspace_id
+from reme_service.stores.filters import Condition
+from reme_service.stores.remote_filter import FilterPlan, plan_filter
 from reme_service.stores.shared_lock import SharedLock
-from reme_service.stores.vectors import batch_dimension, embed_checked, latest_by_id, normalise_rows
+from reme_service.stores.vectors import as_query, batch_dimension, embed_checked, latest_by_id, normalise_rows
+
+
+class NativeFilter(Protocol):
+    """What a backend's translation of the planned conditions reports besides its own clause."""
+
+    @property
+    def exact(self) -> bool:
+        """The clause selects exactly the matching nodes (else a superset: the predicate must run too)."""
+
+    @property
+    def impossible(self) -> bool:
+        """No node can match."""
+
+
+F = TypeVar("F", bound=NativeFilter)
 
 
 @dataclass(slots=True)
@@ -49,20 +72,26 @@ class Prepared:
 
 def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:
     """The `top_k` nodes closest to `query` by cosine (nodes carry unit vectors), without their vectors."""
-    candidates = [node for node in nodes if node.vector is not None]
+    candidates = [(node, node.vector) for node in nodes if node.vector is not None]
     if not candidates or top_k <= 0:
         return []
-    matrix = np.stack([node.vector for node in candidates]).astype(np.float32)
+    matrix = np.stack([vector for _, vector in candidates]).astype(np.float32)
     scores = matrix @ query
     order = np.argsort(-scores, kind="stable")[:top_k]
     return [
-        SearchHit(node=candidates[i].model_copy(update={"vector": None}), score=min(max(float(scores[i]), 0.0), 1.0))
+        SearchHit(node=candidates[i][0].model_copy(update={"vector": None}), score=min(max(float(scores[i]), 0.0), 1.0))
         for i in order.tolist()
     ]
 
 
-class RemoteVectorStore(VectorStore):
-    """Shared plumbing of the Chroma and Elasticsearch stores."""
+def matching(plan: FilterPlan, nodes: list[VectorNode]) -> list[VectorNode]:
+    """The nodes that satisfy the plan's full predicate (all of them without a filter)."""
+    predicate = plan.predicate
+    return nodes if predicate is None else [node for node in nodes if predicate(node)]
+
+
+class RemoteVectorStore(VectorStore, Generic[F]):
+    """Shared plumbing of the Chroma and Elasticsearch stores; `F` is the backend's translated filter."""
 
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
@@ -119,3 +148,120 @@ class RemoteVectorStore(VectorStore):
             return 0
         await self.upsert(dest, [n.model_copy(update={"workspace_id": dest}) for n in nodes])
         return len(nodes)
+
+    # ----- hooks a backend implements -----
+
+    @abstractmethod
+    def _translate(self, conditions: Iterable[Condition]) -> F:
+        """The planned conditions (see `plan_filter`) in the backend's own filter language."""
+
+    @abstractmethod
+    async def _stored_dim(self, workspace_id: str) -> int | None:
+        """The dimension the workspace's vectors must have; None for an unknown workspace (or one that does not
+        fix it yet)."""
+
+    @abstractmethod
+    async def _scan(self, workspace_id: str, native: F, *, with_vectors: bool) -> list[VectorNode]:
+        """Every node the native filter selects, in listing order ([] for an unknown workspace)."""
+
+    @abstractmethod
+    async def _search_native(
+        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: F
+    ) -> list[SearchHit]:
+        """The backend's own nearest-neighbour search under an exact native filter, best first."""
+
+    @abstractmethod
+    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+        """The stored nodes among `ids` (unique), with vectors, in any order ([] for an unknown workspace)."""
+
+    @abstractmethod
+    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+        """Write a prepared, non-empty batch; runs shielded from the caller's cancellation."""
+
+    @abstractmethod
+    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+        """Delete these (unique) ids; returns how many existed. Runs shielded."""
+
+    @abstractmethod
+    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        """Make the workspace hold exactly `batch`, atomically. Runs shielded."""
+
+    @abstractmethod
+    async def _commit_drop(self, workspace_id: str) -> bool:
+        """Drop the workspace; True if it existed. Runs shielded."""
+
+    def _check_batch(self, batch: Prepared) -> None:
+        """Refuse a prepared batch the backend cannot store (InvalidRequestError) before anything is written."""
+
+    def _needs_exact_search(self, native: F, query: NDArray[np.float32], top_k: int) -> bool:
+        """Whether a search must rank the scanned candidates here instead of asking the backend."""
+        return not native.exact
+
+    # ----- the operations, in terms of the hooks -----
+
+    def _plan(self, filter: Mapping[str, Any] | None, workspace_id: str) -> tuple[FilterPlan, F]:
+        """Validate and plan `filter` for the workspace, and translate what the plan leaves to the backend."""
+        plan = plan_filter(filter, workspace_id)
+        return plan, self._translate(plan.conditions)
+
+    async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        batch = await self.prepare(workspace_id, nodes, await self._stored_dim(workspace_id))
+        self._check_batch(batch)
+        if not batch.ids:
+            await self.create_workspace(workspace_id)
+            return 0
+        return await self._shielded(self._commit_upsert(workspace_id, batch))
+
+    async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
+        validate_workspace_id(workspace_id)
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return 0
+        return await self._shielded(self._commit_delete(workspace_id, unique))
+
+    async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        validate_workspace_id(workspace_id)
+        batch = await self.prepare(workspace_id, nodes, None)
+        self._check_batch(batch)
+        return await self._shielded(self._commit_replace(workspace_id, batch))
+
+    async def delete_workspace(self, workspace_id: str) -> bool:
+        validate_workspace_id(workspace_id)
+        return await self._shielded(self._commit_drop(workspace_id))
+
+    async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
+        validate_workspace_id(workspace_id)
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+        found = {node.unique_id: node for node in await self._fetch(workspace_id, unique)}
+        return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
+
+    async def search_vector(
+        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+    ) -> list[SearchHit]:
+        validate_workspace_id(workspace_id)
+        plan, native = self._plan(filter, workspace_id)
+        if top_k <= 0:
+            return []
+        dim = await self._stored_dim(workspace_id)
+        if dim is None:
+            return []
+        query = as_query(vector, workspace_id, dim)
+        if plan.impossible or native.impossible:
+            return []
+        if self._needs_exact_search(native, query, top_k):
+            nodes = await self._scan(workspace_id, native, with_vectors=True)
+            return exact_top(matching(plan, nodes), query, top_k)
+        hits = await self._search_native(workspace_id, query, top_k, native)
+        return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
+
+    async def list_nodes(
+        self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
+    ) -> list[VectorNode]:
+        validate_workspace_id(workspace_id)
+        plan, native = self._plan(filter, workspace_id)
+        if plan.impossible or native.impossible:
+            return []
+        return matching(plan, await self._scan(workspace_id, native, with_vectors=with_vectors))

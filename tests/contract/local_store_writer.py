@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.params import LocalStoreParams
 
 WORKSPACE = "crash"
 BATCH_SIZE = 40
@@ -38,9 +40,8 @@ def batch_nodes(batch: int) -> list[VectorNode]:
 
 async def main(store_dir: str, first: int, compact_after_records: int) -> None:
     store = LocalVectorStore(
+        LocalStoreParams(store_dir=Path(store_dir), compact_after_records=compact_after_records),
         embedder=HashEmbeddingClient(dimensions=DIM),
-        store_dir=store_dir,
-        compact_after_records=compact_after_records,
     )
     await store.start()
     batch = first

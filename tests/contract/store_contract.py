@@ -1,14 +1,15 @@
 """The behaviour every `VectorStore` backend must show (see `reme_service/stores/base.py`).
 
 `StoreContract` is not collected itself: a backend's test module subclasses it and provides a `store` fixture
-built with the `embedder` fixture (a counting `HashEmbeddingClient(dimensions=64)`).
+built with the `embedder` fixture (a counting `HashEmbeddingClient(dimensions=64)`), and names in `MID_WRITE` the
+point where its upsert can be held part-way through a commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -49,6 +50,27 @@ class CountingEmbedder(HashEmbeddingClient):
         return await super().embed(texts)
 
 
+class HeldCall:
+    """Holds the first call of one method of one object part-way until `release` is set; `reached` is set when
+    it is held. `after=True` holds once the real call has returned, `after=False` before it starts. Later calls
+    pass straight through. This lets a test act while a write is known to be in progress, without sleeping."""
+
+    def __init__(self, owner: object, name: str, *, after: bool) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        original: Callable[..., Awaitable[Any]] = getattr(owner, name)
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            if self.reached.is_set():
+                return await original(*args, **kwargs)
+            result = await original(*args, **kwargs) if after else None
+            self.reached.set()
+            await self.release.wait()
+            return result if after else await original(*args, **kwargs)
+
+        setattr(owner, name, held)
+
+
 def make_node(uid: str, content: str = "", *, vector: Any = None, **metadata: Any) -> VectorNode:
     return VectorNode(unique_id=uid, content=content or f"text of {uid}", vector=vector, metadata=metadata)
 
@@ -73,6 +95,10 @@ class StoreContract:
     """Contract tests; subclasses provide the `store` fixture."""
 
     pytestmark = [pytest.mark.anyio]
+
+    # A method of the store that an upsert's commit awaits, and whether to hold the commit just after that call
+    # returns (True) or just before it starts (False): a point where the write has begun but not finished.
+    MID_WRITE: ClassVar[tuple[str, bool]]
 
     @pytest.fixture
     def embedder(self) -> CountingEmbedder:
@@ -385,13 +411,21 @@ class StoreContract:
         assert hits[0].node.unique_id == "n3" and hits[0].score == pytest.approx(1.0, abs=1e-5)
 
     async def test_cancelled_writer_still_completes(self, store: VectorStore) -> None:
+        """A caller cancelled while its write is being committed gets CancelledError, and the write completes
+        anyway: never half-applied, never applied in one place (a log, a backend) and missing in another."""
+        await store.upsert(WS, [make_node("before", vector=unit_vector(0))])
         nodes = [make_node(f"c{i}", vector=unit_vector(i)) for i in range(3_000)]
+        name, after = self.MID_WRITE
+        hold = HeldCall(store, name, after=after)
         task = asyncio.ensure_future(store.upsert(WS, nodes))
-        for _ in range(3):
-            await asyncio.sleep(0)
+        reached = asyncio.ensure_future(hold.reached.wait())
+        done, _ = await asyncio.wait({task, reached}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        assert reached in done, f"the upsert never reached {name!r} part-way through its commit"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await store.upsert(WS, [make_node("after")])
-        count = len(await store.list_nodes(WS))
-        assert count in (1, 3_001)  # all or nothing
+        hold.release.set()
+        await store.upsert(WS, [make_node("after")])  # writes to a workspace run in order: after the held one
+        assert ids(await store.list_nodes(WS)) == ["before", *(node.unique_id for node in nodes), "after"]
+        hits = await store.search_vector(WS, unit_vector(2_999), top_k=1, filter={"unique_id": {"ne": "before"}})
+        assert hits[0].node.unique_id == "c2999" and hits[0].score == pytest.approx(1.0, abs=1e-5)

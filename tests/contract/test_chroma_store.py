@@ -15,6 +15,7 @@ from reme_service.stores.base import VectorStore
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.chroma_client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
+from reme_service.stores.params import ChromaStoreParams
 from tests.contract.store_contract import (
     CORPUS,
     WS,
@@ -36,13 +37,15 @@ async def _drop_all(store: ChromaVectorStore) -> None:
 
 
 class TestChromaServerStore(StoreContract):
+    MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the records are sent
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, chroma_server: ChromaServer) -> AsyncIterator[ChromaVectorStore]:  # noqa: F811
         store = ChromaVectorStore(
+            ChromaStoreParams(
+                host=chroma_server.host, port=chroma_server.port, collection_prefix=f"t{secrets.token_hex(4)}-"
+            ),
             embedder=embedder,
-            host=chroma_server.host,
-            port=chroma_server.port,
-            collection_prefix=f"t{secrets.token_hex(4)}-",
         )
         await store.start()
         yield store
@@ -51,9 +54,11 @@ class TestChromaServerStore(StoreContract):
 
 
 class TestChromaEmbeddedStore(StoreContract):
+    MID_WRITE = TestChromaServerStore.MID_WRITE
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[ChromaVectorStore]:
-        store = ChromaVectorStore(embedder=embedder, store_dir=tmp_path / "chroma")
+        store = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path / "chroma"), embedder=embedder)
         await store.start()
         yield store
         await store.close()
@@ -140,9 +145,11 @@ class TestChromaServerExtras(RemoteStoreChecks):
     @pytest.fixture
     async def store(self, chroma_server: ChromaServer) -> AsyncIterator[ChromaVectorStore]:  # noqa: F811
         store = ChromaVectorStore(
-            embedder=CountingEmbedder(), host=chroma_server.host, port=chroma_server.port,
-            collection_prefix=f"t{secrets.token_hex(4)}-",
-        )  # fmt: skip
+            ChromaStoreParams(
+                host=chroma_server.host, port=chroma_server.port, collection_prefix=f"t{secrets.token_hex(4)}-"
+            ),
+            embedder=CountingEmbedder(),
+        )
         yield store
         await _drop_all(store)
         await store.close()
@@ -153,7 +160,7 @@ class TestChromaEmbeddedExtras(RemoteStoreChecks):
 
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[ChromaVectorStore]:
-        store = ChromaVectorStore(embedder=CountingEmbedder(), store_dir=tmp_path / "chroma")
+        store = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path / "chroma"), embedder=CountingEmbedder())
         yield store
         await store.close()
 
@@ -161,7 +168,9 @@ class TestChromaEmbeddedExtras(RemoteStoreChecks):
 async def test_collection_names_are_chroma_names(chroma_server: ChromaServer) -> None:  # noqa: F811
     import chromadb
 
-    store = ChromaVectorStore(embedder=CountingEmbedder(), host=chroma_server.host, port=chroma_server.port)
+    store = ChromaVectorStore(
+        ChromaStoreParams(host=chroma_server.host, port=chroma_server.port), embedder=CountingEmbedder()
+    )
     client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
     try:
         await store.upsert("My.ws_1", [make_node("a")])
@@ -186,7 +195,8 @@ async def test_foreign_collection_dimension_is_400_at_first_write(chroma_server:
     collection = await client.create_collection(name, embedding_function=None)
     await collection.add(ids=["old"], embeddings=[[1.0, 0.0, 0.0]])
     store = ChromaVectorStore(
-        embedder=CountingEmbedder(), host=chroma_server.host, port=chroma_server.port, collection_prefix="f-"
+        ChromaStoreParams(host=chroma_server.host, port=chroma_server.port, collection_prefix="f-"),
+        embedder=CountingEmbedder(),
     )
     try:
         with pytest.raises(DimensionMismatchError) as caught:
@@ -203,7 +213,7 @@ async def test_foreign_collection_dimension_is_400_at_first_write(chroma_server:
 
 async def test_unreachable_server_then_recovery(tmp_path: Path) -> None:
     port = free_port()
-    store = ChromaVectorStore(embedder=CountingEmbedder(), host="127.0.0.1", port=port, timeout=5)
+    store = ChromaVectorStore(ChromaStoreParams(host="127.0.0.1", port=port, timeout=5), embedder=CountingEmbedder())
     try:
         await store.start()  # does not raise
         health = await store.health()
@@ -223,10 +233,10 @@ async def test_unreachable_server_then_recovery(tmp_path: Path) -> None:
 
 
 async def test_embedded_store_persists_across_reopen(tmp_path: Path) -> None:
-    first = ChromaVectorStore(embedder=CountingEmbedder(), store_dir=tmp_path / "c")
+    first = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path / "c"), embedder=CountingEmbedder())
     await first.upsert(WS, corpus_nodes())
     await first.close()
-    second = ChromaVectorStore(embedder=CountingEmbedder(), store_dir=tmp_path / "c")
+    second = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path / "c"), embedder=CountingEmbedder())
     try:
         assert ids(await second.list_nodes(WS)) == [uid for uid, *_ in CORPUS]
         assert (await second.search(WS, CORPUS[2][1], top_k=1))[0].node.unique_id == "yaml"

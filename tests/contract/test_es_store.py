@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 from reme_service.stores.names import es_lock_index_name
+from reme_service.stores.params import ElasticsearchStoreParams
 from tests.contract.store_contract import (
     CORPUS,
     DIM,
@@ -54,11 +56,15 @@ async def _drop_all(store: ElasticsearchVectorStore) -> None:
     await store.es.options(ignore_status=404).indices.delete(index=es_lock_index_name(store.prefix))
 
 
-def make_store(embedder: CountingEmbedder, url: str, **options: object) -> ElasticsearchVectorStore:
-    return ElasticsearchVectorStore(embedder=embedder, hosts=[url], index_prefix=f"t{secrets.token_hex(4)}-", **options)
+def make_store(embedder: CountingEmbedder, url: str, **options: Any) -> ElasticsearchVectorStore:
+    return ElasticsearchVectorStore(
+        ElasticsearchStoreParams(hosts=[url], index_prefix=f"t{secrets.token_hex(4)}-", **options), embedder=embedder
+    )
 
 
 class TestElasticsearchStore(StoreContract):
+    MID_WRITE = ("_bulk", True)  # the first of six bulk requests (500 documents each) is written
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, es_url: str) -> AsyncIterator[ElasticsearchVectorStore]:
         store = make_store(embedder, es_url)
@@ -148,7 +154,9 @@ async def test_replace_swaps_the_alias_atomically(store: ElasticsearchVectorStor
 
 async def test_foreign_index_dimension_is_400_at_first_write(es_url: str) -> None:
     small = make_store(CountingEmbedder(dimensions=32), es_url)
-    big = ElasticsearchVectorStore(embedder=CountingEmbedder(), hosts=[es_url], index_prefix=small.prefix)
+    big = ElasticsearchVectorStore(
+        ElasticsearchStoreParams(hosts=[es_url], index_prefix=small.prefix), embedder=CountingEmbedder()
+    )
     try:
         await small.create_workspace(WS)  # mapping dims 32, from that embedder
         with pytest.raises(DimensionMismatchError) as caught:
@@ -170,7 +178,7 @@ async def test_zero_vector_is_refused_before_writing(store: ElasticsearchVectorS
 
 async def test_unreachable_cluster_then_recovery() -> None:
     port = free_port()
-    store = make_store(CountingEmbedder(), f"http://127.0.0.1:{port}", client_options={"max_retries": 0})
+    store = make_store(CountingEmbedder(), f"http://127.0.0.1:{port}", max_retries=0)
     try:
         await store.start()
         health = await store.health()

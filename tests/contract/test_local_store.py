@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ import pytest
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.params import LocalStoreParams
 from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
@@ -39,9 +43,11 @@ WS = "durable"
 
 
 class TestLocalStore(StoreContract):
+    MID_WRITE = ("_log_upsert", True)  # the batch is in the write-ahead log; RAM does not hold it yet
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
-        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs")
+        store = LocalVectorStore(LocalStoreParams(store_dir=tmp_path / "vs"), embedder=embedder)
         await store.start()
         yield store
         await store.close()
@@ -50,15 +56,19 @@ class TestLocalStore(StoreContract):
 class TestLocalStoreCompactingOften(StoreContract):
     """The whole contract again with a compaction every third logged write."""
 
+    MID_WRITE = TestLocalStore.MID_WRITE
+
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
-        store = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "vs", compact_after_records=3)
+        store = LocalVectorStore(
+            LocalStoreParams(store_dir=tmp_path / "vs", compact_after_records=3), embedder=embedder
+        )
         yield store
         await store.close()
 
 
 def open_store(path: Path, **options: Any) -> LocalVectorStore:
-    return LocalVectorStore(embedder=HashEmbeddingClient(dimensions=DIM), store_dir=path, **options)
+    return LocalVectorStore(LocalStoreParams(store_dir=path, **options), embedder=HashEmbeddingClient(dimensions=DIM))
 
 
 def wal_records(path: Path) -> list[dict[str, Any]]:
@@ -229,6 +239,110 @@ async def test_replace_workspace_writes_a_snapshot_and_resets_the_log(tmp_path: 
     assert await state_of(reopened) == await state_of(store)
 
 
+# ----- fsync -----
+
+
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """What one real `os.fsync` call made durable: the inode and size of the file, and for a directory its
+    entries (name -> inode) at that moment."""
+
+    inode: int
+    size: int
+    entries: dict[str, int] | None
+
+
+class FsyncRecorder:
+    """Installed as `os.fsync`: records each call (`Synced`), then makes the real system call."""
+
+    def __init__(self, real: Callable[[int], None]) -> None:
+        self.real = real
+        self.calls: list[Synced] = []
+        self._lock = threading.Lock()  # the store syncs from worker threads
+
+    def __call__(self, fd: int) -> None:
+        info = os.fstat(fd)
+        entries = None
+        if stat.S_ISDIR(info.st_mode):
+            entries = {name: os.stat(name, dir_fd=fd, follow_symlinks=False).st_ino for name in os.listdir(fd)}
+        self.real(fd)
+        with self._lock:
+            self.calls.append(Synced(info.st_ino, info.st_size, entries))
+
+    async def during(self, write: Awaitable[object]) -> list[Synced]:
+        """The fsyncs made while `write` ran (until it returned or raised)."""
+        self.calls.clear()
+        try:
+            await write
+        finally:
+            calls = list(self.calls)
+        return calls
+
+
+def contents_synced(calls: list[Synced], path: Path) -> bool:
+    """Whether the file at `path`, as it is now (inode and size), was fsynced."""
+    info = os.stat(path)
+    return any(c.entries is None and (c.inode, c.size) == (info.st_ino, info.st_size) for c in calls)
+
+
+def name_synced(calls: list[Synced], path: Path) -> bool:
+    """Whether `path`'s directory was fsynced while its entry named this very file (a rename is durable)."""
+    parent, inode = os.stat(path.parent).st_ino, os.stat(path).st_ino
+    return any(c.entries is not None and c.inode == parent and c.entries.get(path.name) == inode for c in calls)
+
+
+def removal_synced(calls: list[Synced], path: Path) -> bool:
+    """Whether `path`'s directory was fsynced after the entry was removed."""
+    parent = os.stat(path.parent).st_ino
+    return any(c.entries is not None and c.inode == parent and path.name not in c.entries for c in calls)
+
+
+async def test_every_write_is_fsynced_before_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Power cannot be pulled here, but the fsync contract can be observed: the real `os.fsync` is recorded, and
+    each write must have synced the files it changed, as they are when it returns, and their directory entries."""
+    fsync = FsyncRecorder(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = open_store(tmp_path)
+    snap, wal = tmp_path / f"{WS}.snap", tmp_path / f"{WS}.wal"
+
+    synced = await fsync.during(store.create_workspace(WS))
+    assert contents_synced(synced, snap) and name_synced(synced, snap)
+    synced = await fsync.during(store.upsert(WS, corpus_nodes()))  # the log is created, then appended to
+    assert name_synced(synced, wal) and contents_synced(synced, wal)
+    synced = await fsync.during(store.upsert(WS, [make_node("x", "appended")]))
+    assert contents_synced(synced, wal)
+    synced = await fsync.during(store.delete_ids(WS, ["x"]))
+    assert contents_synced(synced, wal)
+    for write in (store.compact(WS), store.replace_workspace(WS, [make_node("y", "replaced")])):
+        synced = await fsync.during(write)
+        assert contents_synced(synced, snap) and name_synced(synced, snap)
+        assert contents_synced(synced, wal) and name_synced(synced, wal)
+
+    # a failed append (the disk filled up part-way) is cut off the log, durably
+    size, real_write = wal.stat().st_size, os.write
+
+    def full_disk(fd: int, data: bytes | memoryview) -> int:
+        if os.fstat(fd).st_ino == wal.stat().st_ino:
+            real_write(fd, bytes(data[:10]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(StoreError, match="No space left"):
+        await fsync.during(store.upsert(WS, [make_node("z", "does not fit")]))
+    synced = list(fsync.calls)
+    monkeypatch.setattr(os, "write", real_write)
+    assert wal.stat().st_size == size and contents_synced(synced, wal)
+
+    # recovery cuts a torn last line off the log, durably, before anything is appended after it
+    append_bytes(wal, b'{"op": "upsert", "di')
+    synced = await fsync.during(open_store(tmp_path).list_nodes(WS))
+    assert wal.stat().st_size == size and contents_synced(synced, wal)
+
+    synced = await fsync.during(store.delete_workspace(WS))
+    assert not snap.exists() and removal_synced(synced, snap)
+
+
 # ----- kill -9 -----
 
 
@@ -291,9 +405,9 @@ async def test_kill_9_mid_write_loses_no_acknowledged_batch(tmp_path: Path) -> N
 
 async def test_a_store_dir_belongs_to_one_process_at_a_time(tmp_path: Path) -> None:
     embedder = HashEmbeddingClient(dimensions=8)
-    first = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    first = LocalVectorStore(LocalStoreParams(store_dir=tmp_path), embedder=embedder)
     await first.start()
-    second = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    second = LocalVectorStore(LocalStoreParams(store_dir=tmp_path), embedder=embedder)
     with pytest.raises(StoreError, match="is in use by another process.*docs/scaling.md"):
         await second.start()
     await first.close()

@@ -10,9 +10,10 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,9 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams
 from reme_service.stores.remote import RemoteVectorStore
+from reme_service.stores.shared_lock import LeaseHolder
 from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
 
@@ -40,19 +43,71 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
         url: str = request.getfixturevalue("es_url")
     async with AsyncExitStack() as stack:
 
-        def make(**options: object) -> RemoteVectorStore:
+        def make(**options: Any) -> RemoteVectorStore:
             store: RemoteVectorStore
             embedder = HashEmbeddingClient(dimensions=16)
             if request.param == "chroma":
                 store = ChromaVectorStore(
-                    embedder=embedder, host=server.host, port=server.port, collection_prefix=prefix, **options
-                )  # type: ignore[arg-type]
+                    ChromaStoreParams(host=server.host, port=server.port, collection_prefix=prefix, **options),
+                    embedder=embedder,
+                )
             else:
-                store = ElasticsearchVectorStore(embedder=embedder, hosts=[url], index_prefix=prefix, **options)  # type: ignore[arg-type]
+                store = ElasticsearchVectorStore(
+                    ElasticsearchStoreParams(hosts=[url], index_prefix=prefix, **options), embedder=embedder
+                )
             stack.push_async_callback(store.close)
             return store
 
         yield make
+
+
+async def until(condition: Callable[[], Awaitable[bool]], *, limit: float = 5.0) -> None:
+    """Poll `condition` until it holds; fail after `limit` seconds (well under the default 15 s lease ttl, so a
+    lease left behind is never mistaken for one released)."""
+    deadline = time.monotonic() + limit
+    while not await condition():
+        assert time.monotonic() < deadline, f"condition still false after {limit:g} s"
+        await asyncio.sleep(0.01)  # the polling interval, not a guess at how long anything takes
+
+
+class HeldClaim:
+    """Wraps a store's lease claims: once a claim has been refused (the store is polling for a held lease), the
+    next claim is held back before it is sent until `release` is set (`held` is set meanwhile). `in_flight`
+    counts the claims not yet answered; `won_late` says whether the held claim took the lease."""
+
+    def __init__(self, store: RemoteVectorStore) -> None:
+        assert store.shared_lock is not None
+        backend = store.shared_lock.backend
+        claim = backend.claim
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+        self.in_flight = 0
+        self.won_late = False
+        refused = False
+
+        async def watched(key: str, owner: str, expires: float) -> LeaseHolder | None:
+            nonlocal refused
+            self.in_flight += 1
+            try:
+                late = refused and not self.held.is_set()
+                if late:
+                    self.held.set()
+                    await self.release.wait()
+                holder = await claim(key, owner, expires)
+            finally:
+                self.in_flight -= 1
+            won = holder is not None and holder.owner == owner
+            refused = refused or not won
+            self.won_late = self.won_late or (late and won)
+            return holder
+
+        setattr(backend, "claim", watched)  # noqa: B010 - replaces the bound method on this one instance
+
+
+def queued(store: RemoteVectorStore, workspace_id: str) -> int:
+    """How many sections of this store wait for the workspace's lock (the one holding it is not counted)."""
+    assert store.shared_lock is not None
+    return store.shared_lock._waiting.get(workspace_id, 0)
 
 
 async def _lease_owner(store: RemoteVectorStore, workspace_id: str) -> str | None:
@@ -69,7 +124,9 @@ async def test_read_modify_write_from_two_connections_loses_nothing(stores: Stor
     async def increment(store: RemoteVectorStore) -> None:
         async with store.lock("ws"):
             (current,) = await store.get("ws", ["counter"])
-            await asyncio.sleep(0.01)  # widen the read-write window
+            # Not synchronisation: a pause between the read and the write, so that without the lock the other
+            # connection's increments would land in between and be lost.
+            await asyncio.sleep(0.01)
             current.metadata["n"] += 1
             await store.upsert("ws", [current])
 
@@ -118,14 +175,20 @@ async def test_a_held_lease_is_renewed_and_a_dead_holders_lease_is_taken_over(
 
 async def test_a_cancelled_waiter_leaves_no_lease_behind(stores: StoreFactory) -> None:
     holder, waiter = stores(), stores()
+    claims = HeldClaim(waiter)
     async with holder.lock("ws"):
         task = asyncio.ensure_future(waiter.lock("ws").__aenter__())
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(claims.held.wait(), timeout=10)  # the waiter polls; its next claim is in flight
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    await asyncio.sleep(0.2)  # a claim that completed after the cancellation is released in the background
-    assert await _lease_owner(holder, "ws") is None
+    claims.release.set()  # the claim reaches the store after the holder let go: it takes the lease
+
+    async def settled() -> bool:  # ... and the waiter's process releases it in the background
+        return claims.in_flight == 0 and await _lease_owner(holder, "ws") is None
+
+    await until(settled)
+    assert claims.won_late
     third = stores(lock_wait=1)
     async with third.lock("ws"):
         pass
@@ -139,10 +202,12 @@ async def test_shared_locks_can_be_turned_off(stores: StoreFactory) -> None:
 
 
 async def test_an_embedded_chroma_cannot_share_locks(tmp_path: Path) -> None:
-    embedded = ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path)
+    embedded = ChromaVectorStore(ChromaStoreParams(store_dir=tmp_path), embedder=HashEmbeddingClient(dimensions=16))
     assert embedded.shared_lock is None
     with pytest.raises(ValueError, match="shared_lock needs a Chroma server"):
-        ChromaVectorStore(embedder=HashEmbeddingClient(dimensions=16), store_dir=tmp_path, shared_lock=True)
+        ChromaVectorStore(
+            ChromaStoreParams(store_dir=tmp_path, shared_lock=True), embedder=HashEmbeddingClient(dimensions=16)
+        )
 
 
 async def test_queued_sections_of_one_process_share_a_lease_within_the_handoff_limit(stores: StoreFactory) -> None:
@@ -172,7 +237,7 @@ async def test_a_process_with_a_queue_lets_the_other_process_in(stores: StoreFac
     async def section(store: RemoteVectorStore, name: str) -> None:
         async with store.lock("ws"):
             order.append(name)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # not synchronisation: each section holds the lock a while, as real ones do
 
     await asyncio.gather(*(section(first, "a") for _ in range(6)), *(section(second, "b") for _ in range(6)))
     assert sorted(order) == ["a"] * 6 + ["b"] * 6
@@ -188,12 +253,19 @@ async def test_a_lease_kept_for_a_waiter_that_is_cancelled_is_released(stores: S
 
     async with store.lock("ws"):
         waiter = asyncio.ensure_future(section())
-        await asyncio.sleep(0.05)  # queued behind us: our lease will be kept for it
+
+        async def waiting() -> bool:
+            return queued(store, "ws") == 1  # the waiter is queued behind us: our lease will be kept for it
+
+        await until(waiting)
     waiter.cancel()  # before it got to run
     with pytest.raises(asyncio.CancelledError):
         await waiter
-    await asyncio.sleep(0.3)
-    assert await _lease_owner(store, "ws") is None
+
+    async def released() -> bool:
+        return await _lease_owner(store, "ws") is None
+
+    await until(released)
 
 
 async def test_a_stale_holder_can_neither_release_nor_renew_the_new_holders_lease(stores: StoreFactory) -> None:

@@ -17,6 +17,7 @@ from reme_service.stores.filters import compile_filter
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import MemoryVectorStore
 from reme_service.stores.packed import PackedNodes, StoredNode, compact_bytes, compile_stored_filter, export_node
+from reme_service.stores.params import LocalStoreParams
 
 pytestmark = pytest.mark.anyio
 
@@ -121,7 +122,7 @@ async def test_a_packed_library_load_keeps_the_last_duplicate_and_the_target_wor
     assert isinstance(nodes, PackedNodes) and len(nodes) == 3
     for store in (
         MemoryVectorStore(embedder=HashEmbeddingClient(dimensions=32)),
-        LocalVectorStore(embedder=HashEmbeddingClient(dimensions=32), store_dir=tmp_path / "local"),
+        LocalVectorStore(LocalStoreParams(store_dir=tmp_path / "local"), embedder=HashEmbeddingClient(dimensions=32)),
     ):
         assert await store.replace_workspace("target", nodes) == 2
         listed = await store.list_nodes("target", with_vectors=True)
@@ -142,11 +143,11 @@ async def test_a_packed_library_load_keeps_the_last_duplicate_and_the_target_wor
 async def test_local_snapshots_keep_metadata_bytes_exactly(tmp_path: Path) -> None:
     embedder = HashEmbeddingClient(dimensions=16)
     metadata = {"quote": 'say "hi"', "unicode": "中文 🙂", "nested": {"list": [1, 2.5, None, True]}}
-    store = LocalVectorStore(embedder=embedder, store_dir=tmp_path, compact_after_records=1)
+    store = LocalVectorStore(LocalStoreParams(store_dir=tmp_path, compact_after_records=1), embedder=embedder)
     await store.upsert("ws", [VectorNode(unique_id="n", workspace_id="ws", content="text", metadata=metadata)])
     await store.upsert("ws", [VectorNode(unique_id="m", workspace_id="ws", content="more", metadata={})])
     await store.close()  # the first upsert is in the snapshot, the second replayed from the log or snapshot
-    reopened = LocalVectorStore(embedder=embedder, store_dir=tmp_path)
+    reopened = LocalVectorStore(LocalStoreParams(store_dir=tmp_path), embedder=embedder)
     nodes = {n.unique_id: n for n in await reopened.list_nodes("ws")}
     assert nodes["n"].metadata == metadata and nodes["m"].metadata == {}
     await reopened.close()

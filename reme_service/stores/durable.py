@@ -1,0 +1,62 @@
+"""How the local store makes bytes durable: every fsync it relies on is one of these functions.
+
+A write counts as done only when its data and, for a new or renamed name, its directory entry are on disk:
+
+* `atomic_write` replaces a file whole: write a temporary sibling, fsync it, rename it over the target, fsync
+  the directory (so the rename survives a crash too). Readers see the old or the new file, never a mix.
+* `append_synced` appends to an open descriptor and fsyncs it before returning.
+* `truncate_synced` cuts a file (by descriptor or path) back to a length and fsyncs it.
+* `fsync_dir` makes a directory's entries (a rename, an unlink) durable.
+
+tests/contract/test_local_store.py checks, by recording the real `os.fsync` calls, that every acknowledged write
+of the local store went through here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync the directory `path` (its entries: names created, renamed or removed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
+    """Replace `path` by the concatenated `chunks`, durably (temporary file `<name>.tmp`, rename, both fsynced)."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as file:
+        for chunk in chunks:
+            file.write(chunk)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def append_synced(fd: int, data: bytes) -> None:
+    """Write all of `data` at the end of the file open (O_APPEND) as `fd`, then fsync it. OSError on failure,
+    possibly after part of `data` was written."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def truncate_synced(target: int | Path, size: int) -> None:
+    """Cut the file (an open descriptor, or a path) to `size` bytes and fsync it."""
+    if isinstance(target, int):
+        os.ftruncate(target, size)
+        os.fsync(target)
+        return
+    with open(target, "r+b") as file:
+        file.truncate(size)
+        os.fsync(file.fileno())

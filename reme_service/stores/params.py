@@ -1,0 +1,116 @@
+"""The validated parameters of each store backend (`vector_store.<name>.params` in the config), spelled once.
+
+`stores/factory.py` validates a backend's params with these models before the app serves; each store's constructor
+takes its model as it is, so a parameter is named here and read by the store, nowhere else. No backend SDK is
+imported here: parsing a configuration needs neither chromadb nor elasticsearch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class MemoryStoreParams(BaseModel):
+    """The "memory" backend takes no parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class LocalStoreParams(BaseModel):
+    """Parameters of the "local" backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store_dir: Path | None = None  # default: <data_dir>/vector_store; a relative path is relative to the CWD
+    compact_after_records: int = Field(default=1_000, ge=1)
+    compact_after_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+
+
+class ChromaStoreParams(BaseModel):
+    """Parameters of the "chroma" backend: `host` (and `port`) for a Chroma server, else an embedded store in
+    `store_dir` (default: <data_dir>/chroma)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = None
+    port: int = Field(default=8000, ge=1, le=65535)
+    ssl: bool = False
+    headers: dict[str, str] | None = None
+    tenant: str = "default_tenant"
+    database: str = "default_database"
+    store_dir: Path | None = None
+    collection_prefix: str = "reme-"
+    timeout: float = Field(default=30.0, gt=0)
+    hnsw: dict[str, Any] = Field(default_factory=dict)  # e.g. {"ef_search": 200}; "space" is ours
+    # Workspace locks shared by every service process on this server (default: on in server mode); a lease
+    # expires `lock_ttl` s after its holder stops renewing it; a waiter gives up (503) after `lock_wait` s.
+    shared_lock: bool | None = None
+    lock_ttl: float = Field(default=15.0, gt=0)
+    lock_wait: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> ChromaStoreParams:
+        if self.host and self.store_dir is not None:
+            raise ValueError("give host (a Chroma server) or store_dir (embedded), not both")
+        if self.shared_lock and not self.host:
+            raise ValueError("shared_lock needs a Chroma server (host): an embedded Chroma belongs to one process")
+        if "space" in self.hnsw:
+            raise ValueError("hnsw.space is fixed by the store (inner product over unit vectors = cosine)")
+        return self
+
+
+class ElasticsearchStoreParams(BaseModel):
+    """Parameters of the "elasticsearch" backend (ReMe's `hosts`, `basic_auth`, `batch_size`, and more)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts: str | list[str] = "http://localhost:9200"
+    basic_auth: str | list[str] | None = None  # "user:password" or [user, password]
+    api_key: str | list[str] | None = None
+    bearer_auth: str | None = None
+    verify_certs: bool = True
+    ca_certs: str | None = None
+    request_timeout: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    index_prefix: str = "reme-"
+    refresh: str = Field(default="true", pattern="^(true|wait_for)$")
+    batch_size: int = Field(default=500, ge=1, le=10_000)
+    list_page_size: int = Field(default=10_000, ge=1, le=10_000)
+    num_candidates: int = Field(default=100, ge=1, le=10_000)
+    hnsw_m: int = Field(default=16, ge=2)
+    hnsw_ef_construction: int = Field(default=100, ge=1)
+    index_settings: dict[str, Any] = Field(default_factory=dict)
+    hybrid: bool = False
+    rrf_window: int = Field(default=50, ge=1, le=10_000)
+    # workspace locks shared by every service process on the cluster (see the chroma parameters)
+    shared_lock: bool = True
+    lock_ttl: float = Field(default=15.0, gt=0)
+    lock_wait: float = Field(default=60.0, gt=0)
+
+    def host_list(self) -> list[str]:
+        """`hosts` as a list (a single URL may be given as a string)."""
+        return [self.hosts] if isinstance(self.hosts, str) else list(self.hosts)
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for `AsyncElasticsearch` (auth, TLS, timeouts); ValueError on a malformed `basic_auth`."""
+        options: dict[str, Any] = {
+            "request_timeout": self.request_timeout,
+            "max_retries": self.max_retries,
+            "retry_on_timeout": True,
+            "verify_certs": self.verify_certs,
+        }
+        if self.ca_certs:
+            options["ca_certs"] = self.ca_certs
+        if self.basic_auth:
+            auth = self.basic_auth.split(":", 1) if isinstance(self.basic_auth, str) else self.basic_auth
+            if len(auth) != 2:
+                raise ValueError("basic_auth is 'user:password' or [user, password]")
+            options["basic_auth"] = tuple(auth)
+        if self.api_key:
+            options["api_key"] = self.api_key if isinstance(self.api_key, str) else tuple(self.api_key)
+        if self.bearer_auth:
+            options["bearer_auth"] = self.bearer_auth
+        return options
