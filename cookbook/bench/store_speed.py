@@ -24,6 +24,7 @@ from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.params import LocalStoreParams
 
 WS = "bench"
 KINDS = ("task", "personal", "tool", "summary")
@@ -89,7 +90,9 @@ async def bench_size(args: argparse.Namespace, count: int, store_dir: Path) -> N
 
     if "local" in args.backends:
         directory = store_dir / f"n{count}"
-        local = LocalVectorStore(embedder=embedder, store_dir=directory, compact_after_records=1_000_000)
+        local = LocalVectorStore(
+            LocalStoreParams(store_dir=directory, compact_after_records=1_000_000), embedder=embedder
+        )
         await local.start()
         rate = await fill(local, nodes, args.batch)
         print(f"local   upsert      {rate:12,.0f} nodes/s (batches of {args.batch}, fsync per batch)")
@@ -99,7 +102,7 @@ async def bench_size(args: argparse.Namespace, count: int, store_dir: Path) -> N
         size = (directory / f"{WS}.snap").stat().st_size
         await local.close()
 
-        cold = LocalVectorStore(embedder=embedder, store_dir=directory)
+        cold = LocalVectorStore(LocalStoreParams(store_dir=directory), embedder=embedder)
         start = time.perf_counter()
         await cold.get(WS, ["n0"])  # the first access loads the workspace
         print(f"local   cold load   {(time.perf_counter() - start) * 1e3:9.1f} ms ({size / 2**20:.1f} MiB snapshot)")

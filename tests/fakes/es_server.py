@@ -4,7 +4,7 @@ Elasticsearch's semantics, so the real `elasticsearch` client talks to it unchan
 ```python
 fake = FakeElasticsearch()
 with serve_in_thread(fake.app) as url:
-    store = ElasticsearchVectorStore(embedder=..., hosts=[url])
+    store = ElasticsearchVectorStore(ElasticsearchStoreParams(hosts=[url]), embedder=...)
 ```
 
 Implemented: `GET/HEAD /` (info, product header); index create (`PUT /{index}` with settings, mappings and aliases;

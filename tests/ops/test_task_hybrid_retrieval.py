@@ -18,6 +18,7 @@ from reme_service.stores.base import VectorStore
 from reme_service.stores.lexical import K1, B, LexicalIndex, fuse, tokenize
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.params import LocalStoreParams
 
 pytestmark = pytest.mark.anyio
 
@@ -124,7 +125,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "memory":
         instance: VectorStore = MemoryVectorStore(embedder=embedder)
     else:
-        instance = LocalVectorStore(embedder=embedder, store_dir=tmp_path / "store", compact_after_records=3)
+        instance = LocalVectorStore(
+            LocalStoreParams(store_dir=tmp_path / "store", compact_after_records=3), embedder=embedder
+        )
     await instance.start()
     yield instance
     await instance.close()
@@ -147,7 +150,7 @@ async def test_index_follows_upsert_replace_delete_and_reload(store: VectorStore
         await store.upsert("ws", random_nodes(rng, 5, prefix="late"))
         await store.delete_ids("ws", ["r1", "r2"])
         # read the files as a restart after a crash would (not started: `store` still holds the directory lock)
-        reopened = LocalVectorStore(embedder=store.embedder, store_dir=store.store_dir)
+        reopened = LocalVectorStore(LocalStoreParams(store_dir=store.store_dir), embedder=store.embedder)
         try:
             await check_in_sync(reopened, "ws", rng)
         finally:
