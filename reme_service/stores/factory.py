@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reme_service.errors import ConfigError
+from reme_service.errors import ConfigError, describe_validation_errors
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.base import VectorStore
 from reme_service.stores.local import LocalVectorStore
@@ -36,15 +36,9 @@ def _parse(backend: str, model: type[BaseModel], params: Mapping[str, Any]) -> A
     try:
         return model.model_validate(dict(params))
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            key = ".".join(str(part) for part in error["loc"]) or "<params>"
-            if error["type"] == "extra_forbidden":
-                problems.append(f"unknown parameter {key!r}")
-            else:
-                problems.append(f"{key}: {error['msg']}")
+        problems = describe_validation_errors(exc, no_loc="<params>", explain=_unknown_parameter)
         raise ConfigError(
-            f"vector store backend {backend!r}: {'; '.join(problems)} (valid parameters: {valid})",
+            f"vector store backend {backend!r}: {problems} (valid parameters: {valid})",
             details={"backend": backend},
         ) from exc
 
@@ -95,3 +89,9 @@ def _create_server_store(
             f"vector store backend {name!r} needs the {name!r} extra: pip install 'reme-service[{name}]' ({exc})",
             details={"backend": name},
         ) from exc
+
+
+def _unknown_parameter(error: Mapping[str, Any]) -> str | None:
+    if error.get("type") != "extra_forbidden":
+        return None
+    return f"unknown parameter {'.'.join(str(part) for part in error.get('loc', ()))!r}"

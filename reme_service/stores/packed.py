@@ -14,7 +14,7 @@ by one substring search (~50 ns) instead of a decode (~1.5 us).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast, overload
 
 import numpy as np
@@ -96,6 +96,13 @@ class PackedNodes(Sequence[VectorNode]):
 
     def __iter__(self) -> Iterator[VectorNode]:
         return map(export_node, self.rows)
+
+
+def pack_nodes(nodes: Iterable[VectorNode], workspace_id: str) -> Sequence[VectorNode]:
+    """Vectorless nodes of `workspace_id`, packed one by one as `nodes` yields them (so a generator's per-node
+    garbage is freed before the next node is made). Hand the result to `upsert` or `replace_workspace`: every
+    store reads it as a sequence of `VectorNode`s, and the in-process stores adopt its rows without re-encoding."""
+    return PackedNodes([StoredNode.encode(n.unique_id, workspace_id, n.content, n.metadata) for n in nodes])
 
 
 class _Decoded:

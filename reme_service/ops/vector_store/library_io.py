@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from reme_service.errors import InvalidRequestError, NotFoundError, describe_validation_errors
 from reme_service.schema.memory import BaseMemory, memory_from_dict
-from reme_service.stores.packed import PackedNodes, StoredNode
+from reme_service.schema.vector_node import VectorNode
+from reme_service.stores.packed import pack_nodes
 
 
 def library_file(path: Path, workspace_id: str) -> Path:
@@ -67,17 +68,13 @@ async def read_library(file: Path) -> list[BaseMemory]:
     return await asyncio.to_thread(lambda: list(_memories(file)))
 
 
-def _parse_nodes(file: Path, workspace_id: str) -> PackedNodes:
-    rows = []
-    for memory in _memories(file):
-        node = memory.to_vector_node()
-        rows.append(StoredNode.encode(node.unique_id, workspace_id, node.content, node.metadata))
-    return PackedNodes(rows)
+def _parse_nodes(file: Path, workspace_id: str) -> Sequence[VectorNode]:
+    return pack_nodes((memory.to_vector_node() for memory in _memories(file)), workspace_id)
 
 
-async def read_library_nodes(file: Path, workspace_id: str) -> PackedNodes:
+async def read_library_nodes(file: Path, workspace_id: str) -> Sequence[VectorNode]:
     """The library as vector nodes of `workspace_id`, parsed and converted line by line in a worker thread and
-    kept packed (`stores.packed.PackedNodes`): a 100k-memory library is ~60 MiB this way, ~230 as `VectorNode`s."""
+    kept packed (`stores.packed.pack_nodes`): a 100k-memory library is ~60 MiB this way, ~230 as `VectorNode`s."""
     return await asyncio.to_thread(_parse_nodes, file, workspace_id)
 
 
