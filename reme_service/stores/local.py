@@ -3,7 +3,7 @@
 Files in `store_dir` for a workspace `<ws>`:
 
 * `<ws>.snap`, the snapshot, always replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of
-  the directory; every fsync of this store is in `stores/durable.py`):
+  the directory; every fsync of this store is in `reme_service/durable.py`):
   a JSON header line `{"format", "version", "dim", "count", "nodes_bytes", "wal_id"}`, then `nodes_bytes` of
   JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
   vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
@@ -48,10 +48,10 @@ from typing import Any, TypeVar
 import numpy as np
 import orjson
 
+from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
 from reme_service.errors import InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.base import validate_workspace_id
-from reme_service.stores.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_dir, truncate_synced
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
 
@@ -385,7 +385,7 @@ class LocalVectorStore(MemoryVectorStore):
         existed = snapshot.is_file()
         snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
         if existed:
-            fsync_dir(self.store_dir)
+            fsync_path(self.store_dir)
         wal_path = self._wal_path(workspace_id)
         for path in (wal_path, wal_path.with_name(wal_path.name + TMP_SUFFIX)):
             path.unlink(missing_ok=True)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
+from reme_service.durable import fsync_path
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
 
 MAX_STEM_CHARS = 120
@@ -92,10 +93,10 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
                 handle.write(files[current])
         current = ""
         if len(staged) == 1:
-            _fsync(staged[0][0])
+            fsync_path(staged[0][0])
         elif staged:
             with ThreadPoolExecutor(max_workers=min(8, len(staged)), thread_name_prefix="fsync") as pool:
-                list(pool.map(_fsync, [tmp for tmp, _ in staged]))
+                list(pool.map(fsync_path, [tmp for tmp, _ in staged]))
         for tmp, target in staged:
             current = root.relative(target)
             os.replace(tmp, target)
@@ -105,14 +106,6 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
         which = f" {current!r}" if current else "s"
         raise StoreError(f"could not write working-memory file{which}: {exc.strerror or exc}") from exc
     return [rel for rel, _ in targets]
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def existing_indices(directory: Path, prefix: str, suffix: str) -> set[int]:

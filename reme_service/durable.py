@@ -1,4 +1,4 @@
-"""How the local store makes bytes durable: every fsync it relies on is one of these functions.
+"""How the service makes bytes durable: every fsync of the local store, and of working-memory files, is here.
 
 A write counts as done only when its data and, for a new or renamed name, its directory entry are on disk:
 
@@ -6,7 +6,7 @@ A write counts as done only when its data and, for a new or renamed name, its di
   the directory (so the rename survives a crash too). Readers see the old or the new file, never a mix.
 * `append_synced` appends to an open descriptor and fsyncs it before returning.
 * `truncate_synced` cuts a file (by descriptor or path) back to a length and fsyncs it.
-* `fsync_dir` makes a directory's entries (a rename, an unlink) durable.
+* `fsync_path` makes a file's data, or a directory's entries (a rename, an unlink), durable.
 
 tests/contract/test_local_store.py checks, by recording the real `os.fsync` calls, that every acknowledged write
 of the local store went through here.
@@ -21,8 +21,8 @@ from pathlib import Path
 TMP_SUFFIX = ".tmp"
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync the directory `path` (its entries: names created, renamed or removed)."""
+def fsync_path(path: Path) -> None:
+    """fsync the file or directory `path` (for a directory: its entries, names created, renamed or removed)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -39,7 +39,7 @@ def atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def append_synced(fd: int, data: bytes) -> None:
