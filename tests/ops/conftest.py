@@ -1,4 +1,5 @@
-"""Op-test fixtures: one fake OpenAI server per test module, reset around each test that asks for `fake`."""
+"""Op-test fixtures: a scripted in-process LLM (`llm`), and one fake OpenAI server per test module, reset around
+each test that asks for `fake` (for the embedding client, and for tests of the OpenAI transport)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.scripted_llm import ScriptedLLM
 from tests.fakes.serve import serve_in_thread
 
 
@@ -25,3 +27,9 @@ def fake(fake_server: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str]
     server.reset()
     yield server, url
     server.reset()
+
+
+@pytest.fixture
+def llm() -> ScriptedLLM:
+    """A fresh scripted LLM: script it per op (`llm.on("SuccessExtractionOp", reply)`), give it to the app."""
+    return ScriptedLLM()

@@ -1,4 +1,4 @@
-"""Helpers of the task-memory op tests: the prompts' markers, scripted replies, trajectories, the app and its store."""
+"""Helpers of the task-memory op tests: scripted replies, trajectories, the app (on a `ScriptedLLM`) and its store."""
 
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ import json
 from typing import Any
 
 from reme_service.app import ReMeApp
-from tests.fakes.openai_server import FakeOpenAI
-
-SUCCESS = "completed a task successfully"
-FAILURE = "failed at a task"
-SOFT = "ended with different scores"
-HARD = "closely related tasks"
-VALIDATE = "You review experiences"
+from tests.fakes.scripted_llm import ScriptedLLM
 
 
 def item(when: str, experience: str, **extra: Any) -> dict[str, Any]:
@@ -42,17 +36,24 @@ def trajectory(task: str, score: float, steps: int = 2, task_id: str = "t") -> d
     return {"task_id": task_id, "messages": messages, "score": score, "metadata": {"query": task}}
 
 
-def make_app(url: str, *overrides: str, embed_via_fake: bool = False) -> ReMeApp:
-    args = ["vector_store.default.backend=memory", "llm.default.max_retries=0", *overrides]
-    if embed_via_fake:
+def make_app(llm: ScriptedLLM, *overrides: str, embed_url: str | None = None) -> ReMeApp:
+    """The app with `llm` as its default LLM; embeddings by the hash embedder, or by the fake server at `embed_url`."""
+    args = ["vector_store.default.backend=memory", *overrides]
+    if embed_url is not None:
         args += [
             "embedding_model.default.backend=openai_compatible",
-            f"embedding_model.default.base_url={url}",
+            f"embedding_model.default.base_url={embed_url}",
             "embedding_model.default.params.dimensions=64",
             "embedding_model.default.params.max_batch_size=64",
         ]
     else:
         args.append("embedding_model.default.backend=hash")
+    return ReMeApp(*args, env={}, llm_clients={"default": llm})
+
+
+def make_wire_app(url: str) -> ReMeApp:
+    """The app with its LLM on the fake OpenAI server at `url` (no client retries): for what the transport does."""
+    args = ["vector_store.default.backend=memory", "embedding_model.default.backend=hash", "llm.default.max_retries=0"]
     return ReMeApp(*args, env={"FLOW_LLM_BASE_URL": url})
 
 
@@ -61,6 +62,6 @@ async def stored(app: ReMeApp, workspace: str = "ws") -> list[dict[str, Any]]:
     return result["metadata"]["action_result"]
 
 
-def prompts_with(fake: FakeOpenAI, marker: str) -> list[str]:
-    texts = [body["messages"][-1]["content"] for body in fake.requests_to("chat")]
-    return [t for t in texts if marker in t]
+def prompts_of(llm: ScriptedLLM, op: str) -> list[str]:
+    """The prompts `op` sent, in the order it sent them."""
+    return [call.prompt for call in llm.calls_of(op)]

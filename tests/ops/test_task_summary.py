@@ -1,51 +1,43 @@
-"""The summary_task_memory pipeline op by op, through ReMeApp with a fake OpenAI server on loopback."""
+"""The summary_task_memory pipeline op by op, through ReMeApp with a scripted LLM (replies per op, in order)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from reme_service.app import ReMeApp
 from tests.fakes.openai_server import FakeOpenAI
-from tests.ops.task_helpers import (
-    FAILURE,
-    HARD,
-    SOFT,
-    SUCCESS,
-    VALIDATE,
-    fenced,
-    item,
-    make_app,
-    prompts_with,
-    stored,
-    trajectory,
-    verdict,
-)
+from tests.fakes.scripted_llm import ScriptedLLM
+from tests.ops.task_helpers import fenced, item, make_app, make_wire_app, prompts_of, stored, trajectory, verdict
 
 pytestmark = pytest.mark.anyio
+
+# Sentences of the two comparison templates (both sent by ComparativeExtractionOp): asserted on, never routed by.
+SOFT = "ended with different scores"
+HARD = "closely related tasks"
 
 
 @pytest.fixture
 def fake(fake: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    """The reset fake server alone (tests/ops/conftest.py); these tests take its URL from `fake_server`."""
+    """The reset fake server alone (tests/ops/conftest.py), for the test embedding through it."""
     return fake[0]
 
 
 @pytest.fixture
-async def app(fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI) -> AsyncIterator[ReMeApp]:
-    async with make_app(fake_server[1]) as application:
+async def app(llm: ScriptedLLM) -> AsyncIterator[ReMeApp]:
+    async with make_app(llm) as application:
         yield application
 
 
-async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, fenced([item("when booking a flight", "compare fares first")]))
-    fake.on(FAILURE, fenced([item("when a payment API times out", "retry once, then report the failure")]))
-    fake.on(SOFT, fenced([item("when choosing between fare sources", "query the cheapest source last")]))
-    fake.on(VALIDATE, verdict(score=0.85))
+async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on("SuccessExtractionOp", fenced([item("when booking a flight", "compare fares first")]))
+    llm.on("FailureExtractionOp", fenced([item("when a payment API times out", "retry once, then report the failure")]))
+    soft_reply = fenced([item("when choosing between fare sources", "query the cheapest source last")])
+    llm.on("ComparativeExtractionOp", soft_reply)
+    llm.on("MemoryValidationOp", verdict(score=0.85))
     result = await app.async_execute(
         name="summary_task_memory",
         workspace_id="ws",
@@ -59,21 +51,21 @@ async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, fake: 
         "when choosing between fare sources",
     }
     assert json.loads(result["answer"]) == memories
-    assert all(m["score"] == 0.85 and m["author"] == "qwen3-30b-a3b-instruct-2507" for m in memories)
+    assert all(m["score"] == 0.85 and m["author"] == llm.model_name for m in memories)
     success = next(m for m in memories if m["when_to_use"] == "when booking a flight")
     assert success["metadata"]["source"] == "success_extraction"
     assert success["metadata"]["tags"] == ["t"] and success["metadata"]["trajectory_score"] == 1.0
     assert result["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 3}
     assert sorted(m["memory_id"] for m in await stored(app)) == sorted(m["memory_id"] for m in memories)
-    assert len(prompts_with(fake, VALIDATE)) == 3
-    soft = prompts_with(fake, SOFT)[0]
-    assert "(score 1.00)" in soft and "(score 0.00)" in soft
+    assert len(llm.calls_of("MemoryValidationOp")) == 3
+    (soft,) = prompts_of(llm, "ComparativeExtractionOp")
+    assert SOFT in soft and "(score 1.00)" in soft and "(score 0.00)" in soft
     assert "no_llm_ops" not in result["metadata"]
 
 
-async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, fenced([item("when booking a flight", "compare fares first")]))
-    fake.on(VALIDATE, "Looks good to me!")
+async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on("SuccessExtractionOp", fenced([item("when booking a flight", "compare fares first")]))
+    llm.on("MemoryValidationOp", "Looks good to me!")
     result = await app.async_execute(
         name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("book a flight", 1.0)]
     )
@@ -83,44 +75,48 @@ async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeAp
     assert rejected["when_to_use"] == "when booking a flight"
     assert "no usable validation reply after 3 attempts" in rejected["reason"]
     assert "Looks good to me!" in rejected["reason"]
-    assert len(prompts_with(fake, VALIDATE)) == 3
+    assert len(llm.calls_of("MemoryValidationOp")) == 3
     assert await stored(app) == []
 
 
-async def test_empty_validation_reply_rejects_instead_of_accepting(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, fenced([item("when booking a flight", "compare fares first")]))
-    fake.on(VALIDATE, "")  # ReMe read an empty reply as "valid, score 0.5"
-    result = await app.async_execute(
-        name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("book a flight", 1.0)]
-    )
-    assert result["success"] is True
-    assert result["metadata"]["memory_list"] == []
-    (rejected,) = result["metadata"]["rejected_memories"]
-    assert rejected["reason"].startswith("the validation reply was empty")
-    assert await stored(app) == []
+async def test_empty_validation_reply_rejects_instead_of_accepting(
+    fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
+) -> None:
+    """On the fake server: an empty reply is the OpenAI client's failure (`LLMError` from `RetryableReply`), and
+    how it surfaces is the point. The replies are queued in the pipeline's order, not chosen by prompt."""
+    fake.script(fenced([item("when booking a flight", "compare fares first")]), "")  # extraction, then validation
+    async with make_wire_app(fake_server[1]) as app:
+        result = await app.async_execute(
+            name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("book a flight", 1.0)]
+        )
+        assert result["success"] is True
+        assert result["metadata"]["memory_list"] == []
+        (rejected,) = result["metadata"]["rejected_memories"]
+        assert rejected["reason"].startswith("the validation reply was empty")  # ReMe read it as "valid, score 0.5"
+        extraction, validation = (body["messages"][-1]["content"] for body in fake.requests_to("chat"))
+        assert "book a flight" in extraction and "compare fares first" in validation
+        assert await stored(app) == []
 
 
-async def test_validation_rejects_invalid_and_low_scores(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, fenced([item("when a", "do a"), item("when b", "do b"), item("when c", "do c")]))
-    replies = {"do a": verdict(True, 0.9), "do b": verdict(False, 0.9), "do c": verdict(True, 0.2)}
-
-    def judge(body: dict[str, Any]) -> str:
-        text = body["messages"][-1]["content"]
-        return next(reply for key, reply in replies.items() if key in text)
-
-    fake.on(VALIDATE, judge)
+async def test_validation_rejects_invalid_and_low_scores(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on("SuccessExtractionOp", fenced([item("when a", "do a"), item("when b", "do b"), item("when c", "do c")]))
+    llm.on("MemoryValidationOp", verdict(True, 0.9), verdict(False, 0.9), verdict(True, 0.2))
     result = await app.async_execute(
         name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
     )
-    assert [m["content"] for m in result["metadata"]["memory_list"]] == ["do a"]
+    # The memories are judged concurrently: read which one each verdict (by call order) was about.
+    reviewed = [next(c for c in ("do a", "do b", "do c") if c in p) for p in prompts_of(llm, "MemoryValidationOp")]
+    assert sorted(reviewed) == ["do a", "do b", "do c"]
+    valid, invalid, low = reviewed
+    assert [m["content"] for m in result["metadata"]["memory_list"]] == [valid]
     reasons = {r["content"]: r["reason"] for r in result["metadata"]["rejected_memories"]}
-    assert reasons["do b"].startswith("judged invalid")
-    assert reasons["do c"].startswith("score 0.20 below 0.5")
+    assert reasons[invalid].startswith("judged invalid")
+    assert reasons[low].startswith("score 0.20 below 0.5")
 
 
-async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, "I think the agent did well.")
-    fake.on(VALIDATE, verdict())
+async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on("SuccessExtractionOp", "I think the agent did well.")
+    llm.on("MemoryValidationOp", verdict())
     result = await app.async_execute(
         name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
     )
@@ -128,24 +124,31 @@ async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: 
     error = result["metadata"]["error"]
     assert error["code"] == "llm_error" and "SuccessExtractionOp" in error["message"]
     assert "after 3 attempts" in error["message"]
-    assert len(prompts_with(fake, SUCCESS)) == 3
+    assert len(llm.calls_of("SuccessExtractionOp")) == 3
     assert await stored(app) == []
 
 
-async def test_an_item_breaking_the_contract_is_re_asked(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.script(fenced([item("when a", "do a"), {"when_to_use": "no body"}]))
-    fake.on(SUCCESS, fenced([item("when a", "do a")]))
-    fake.on(VALIDATE, verdict())
+async def test_an_item_breaking_the_contract_is_re_asked(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on(
+        "SuccessExtractionOp",
+        fenced([item("when a", "do a"), {"when_to_use": "no body"}]),
+        fenced([item("when a", "do a")]),
+    )
+    llm.on("MemoryValidationOp", verdict())
     result = await app.async_execute(
         name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
     )
     assert [m["content"] for m in result["metadata"]["memory_list"]] == ["do a"]
-    assert len(prompts_with(fake, SUCCESS)) == 2
+    assert len(llm.calls_of("SuccessExtractionOp")) == 2
 
 
-async def test_failure_segments_are_each_extracted_with_their_context(app: ReMeApp, fake: FakeOpenAI) -> None:
-    fake.on(FAILURE, lambda body: fenced([item("when " + body["messages"][-1]["content"][-40:], "lesson")]))
-    fake.on(VALIDATE, verdict())
+async def test_failure_segments_are_each_extracted_with_their_context(app: ReMeApp, llm: ScriptedLLM) -> None:
+    llm.on(
+        "FailureExtractionOp",
+        fenced([item("when the invoice page will not load", "reload once, then report")]),
+        fenced([item("when the payment form rejects the card", "check the expiry date")]),
+    )
+    llm.on("MemoryValidationOp", verdict())
     run = trajectory("pay the invoice", 0.0, steps=3)
     messages = run["messages"]
     run["metadata"]["segments"] = [messages[1:3], messages[3:5]]
@@ -155,13 +158,13 @@ async def test_failure_segments_are_each_extracted_with_their_context(app: ReMeA
         trajectories=[run],
     )
     assert result["success"] is True, result
-    prompts = prompts_with(fake, FAILURE)
+    prompts = prompts_of(llm, "FailureExtractionOp")
     assert len(prompts) == 2
     second = next(p for p in prompts if "result 1" in p and "step.0 role=assistant content=step 1" in p)
     assert "Before: assistant: step 0" in second and "After: assistant: step 2" in second
 
 
-async def test_malformed_segments_are_400(app: ReMeApp, fake: FakeOpenAI) -> None:
+async def test_malformed_segments_are_400(app: ReMeApp, llm: ScriptedLLM) -> None:
     run = trajectory("task", 0.0)
     run["metadata"]["segments"] = "not a list"
     result = await app.async_execute(name="summary_task_memory", workspace_id="ws", trajectories=[run])
@@ -171,9 +174,10 @@ async def test_malformed_segments_are_400(app: ReMeApp, fake: FakeOpenAI) -> Non
 
 
 async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_call(
-    fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
+    llm: ScriptedLLM, fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
 ) -> None:
-    async with make_app(fake_server[1], embed_via_fake=True) as app:
+    """The embeddings go through the fake server (to count the embedding calls); the LLM is scripted."""
+    async with make_app(llm, embed_url=fake_server[1]) as app:
         inserted = await app.async_execute(
             name="vector_store",
             workspace_id="ws",
@@ -181,8 +185,8 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
             memory_dicts=[{"when_to_use": "when booking a flight ticket online", "content": "old advice"}],
         )
         existing_id = inserted["metadata"]["action_result"]["memory_ids"][0]
-        fake.on(
-            SUCCESS,
+        llm.on(
+            "SuccessExtractionOp",
             fenced(
                 [
                     item("when booking a flight ticket online", "new advice"),
@@ -192,7 +196,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
                 ]
             ),
         )
-        fake.on(VALIDATE, verdict())
+        llm.on("MemoryValidationOp", verdict())
         embeds_before = len(fake.requests_to("embeddings"))
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
@@ -211,9 +215,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
         assert len(await stored(app)) == 3
 
 
-async def test_hard_comparison_pairs_similar_success_and_failure(
-    fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI, tmp_path: Path
-) -> None:
+async def test_hard_comparison_pairs_similar_success_and_failure(llm: ScriptedLLM, tmp_path: Path) -> None:
     overlay = tmp_path / "hard.yaml"
     overlay.write_text(
         "flow:\n  summary_task_memory:\n    flow_content: TrajectoryPreprocessOp() >> (SuccessExtractionOp() | "
@@ -221,11 +223,11 @@ async def test_hard_comparison_pairs_similar_success_and_failure(
         "enable_similarity_comparison=True, similarity_threshold=0.95)) >> MemoryValidationOp() >> "
         "UpdateVectorStoreOp()\n"
     )
-    async with make_app(fake_server[1], f"config={overlay}") as app:
-        fake.on(SUCCESS, fenced([]))
-        fake.on(FAILURE, fenced([]))
-        fake.on(HARD, fenced([item("when paying an invoice", "check the balance first")]))
-        fake.on(VALIDATE, verdict())
+    async with make_app(llm, f"config={overlay}") as app:
+        llm.on("SuccessExtractionOp", fenced([]))
+        llm.on("FailureExtractionOp", fenced([]))
+        llm.on("ComparativeExtractionOp", fenced([item("when paying an invoice", "check the balance first")]))
+        llm.on("MemoryValidationOp", verdict())
         result = await app.async_execute(
             name="summary_task_memory",
             workspace_id="ws",
@@ -236,21 +238,26 @@ async def test_hard_comparison_pairs_similar_success_and_failure(
             ],
         )
         assert result["success"] is True, result
-        (prompt,) = prompts_with(fake, HARD)
+        (prompt,) = prompts_of(llm, "ComparativeExtractionOp")
+        assert HARD in prompt and SOFT not in prompt
         assert "pay the invoice for march" in prompt and "pay the invoice for april" in prompt
         assert "garden" not in prompt
         assert [m["metadata"]["source"] for m in result["metadata"]["memory_list"]] == ["similarity_comparison"]
 
 
-async def test_chinese_prompts_with_language_zh(fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI) -> None:
-    async with make_app(fake_server[1], "language=zh") as app:
-        fake.on("成功完成了任务", fenced([item("预订机票时", "先比较价格")]))
-        fake.on("你负责审核", verdict())
+async def test_chinese_prompts_with_language_zh(llm: ScriptedLLM) -> None:
+    async with make_app(llm, "language=zh") as app:
+        llm.on("SuccessExtractionOp", fenced([item("预订机票时", "先比较价格")]))
+        llm.on("MemoryValidationOp", verdict())
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("订一张机票", 1.0)]
         )
         assert result["success"] is True, result
         assert [m["content"] for m in result["metadata"]["memory_list"]] == ["先比较价格"]
+        (extraction,) = prompts_of(llm, "SuccessExtractionOp")  # the Chinese templates were used
+        assert "成功完成了任务" in extraction and "订一张机票" in extraction
+        (validation,) = prompts_of(llm, "MemoryValidationOp")
+        assert "你负责审核" in validation and "先比较价格" in validation
 
 
 async def test_without_an_llm_one_raw_experience_per_trajectory() -> None:

@@ -1,18 +1,22 @@
-"""The tool-memory benchmark script end to end against the fake OpenAI server (a handful of queries)."""
+"""The tool-memory benchmark script end to end, its service's LLM a scripted double (a handful of queries)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from reme_service.app import ReMeApp
+from reme_service.schema.messages import Message, Role, ToolCall
 from tests.conftest import REPO_ROOT
-from tests.fakes.openai_server import FakeOpenAI, FakeReply
-from tests.fakes.serve import serve_in_thread
+from tests.fakes.scripted_llm import ScriptedLLM
+
+GUIDE = "## Core Function\nMock search."
 
 
 def load_bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
@@ -26,57 +30,72 @@ def load_bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def level_of(query: str) -> str:
-    if query.startswith(("Compare", "Analyse", "Evaluate")):
-        return "complex"
-    if query.startswith(("What is", "Give a one-line", "When did")):
-        return "simple"
-    return "medium"
+def simulated_model(bench: ModuleType, llm: ScriptedLLM) -> tuple[Any, Any]:
+    """Replies for the two ops that ask the LLM about the bench's queries: a model that answers from the data.
+
+    The replies are routed by op (the double); within UseMockSearchOp, the tool-selection call is the one that
+    offers tools. What the simulated model answers depends on the data it is given, as a real model's would: the
+    query (one of the bench's own queries, whose complexity the test knows), whether the prompt carries the
+    tool guide the summary wrote (`GUIDE`: then it picks the tool suited to the query, else always tool A), and
+    whether the judged record says its result was relevant.
+    """
+    levels = {
+        query: level
+        for per_level in (2, 3)  # --train-per-level 2 and, for the test queries, 2 + --test-per-level 1
+        for level, queries in bench.make_queries(per_level, seed=0).items()
+        for query in queries
+    }
+
+    def search(messages: Sequence[Message]) -> Message | str:
+        call = llm.calls[-1]  # this very call: the double records it before asking for the reply
+        queries = [query for query in levels if query in call.prompt]
+        assert len(queries) <= 1, queries
+        if call.tools:
+            (query,) = queries
+            tool = bench.BEST_TOOL[levels[query]] if GUIDE in call.prompt else "search_tool_a"
+            return Message(role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name=tool, arguments={"query": query})])
+        # the complexity rating, or the search result (the rating parses the level word out of it)
+        return f"A {levels[queries[0]]} search result." if queries else "Something unrelated."
+
+    def judge(messages: Sequence[Message]) -> str:
+        relevant = '"is_relevant": true' in messages[-1].text
+        return json.dumps({"summary": "a search", "evaluation": "fake", "score": 1 if relevant else 0})
+
+    return search, judge
 
 
-def select(body: dict[str, Any]) -> FakeReply:
-    """Without tool information the fake always takes tool A; with it, the tool suited to the query."""
-    prompt = body["messages"][-1]["content"]
-    query = prompt.strip().splitlines()[-1]
-    tool = {"simple": "search_tool_a", "medium": "search_tool_b", "complex": "search_tool_c"}[level_of(query)]
-    return FakeReply(tool_calls=[(tool if "Tool Information" in prompt else "search_tool_a", {"query": query})])
-
-
-def classify(body: dict[str, Any]) -> str:
-    query = body["messages"][-1]["content"].split("Query: ", 1)[1].splitlines()[0]
-    return level_of(query)
-
-
-def judge(body: dict[str, Any]) -> str:
-    relevant = '"is_relevant": true' in body["messages"][-1]["content"]
-    return json.dumps({"summary": "a search", "evaluation": "fake", "score": 1 if relevant else 0})
-
-
-def test_bench_runs_the_protocol_against_an_openai_compatible_llm(
+def test_bench_runs_the_protocol_against_an_llm(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bench = load_bench(monkeypatch)
-    fake = FakeOpenAI()
-    fake.on("exactly one of the search tools", select)
-    fake.on("Rate how complex", classify)
-    fake.on("Play the role of a search engine", "A relevant result.")
-    fake.on("misunderstood the request", "Something unrelated.")
-    fake.on("reviewing one call", judge)
-    fake.on("maintain the usage guide", "```txt\n## Core Function\nMock search.\n```")
-    with serve_in_thread(fake.app) as base_url:
-        argv = ["--base-url", f"{base_url}/v1", "--api-key", "k", "--model", "fake-model"]
-        figures = bench.main([*argv, "--epochs", "1", "--train-per-level", "2", "--test-per-level", "1"])
+    llm = ScriptedLLM()
+    search, judge = simulated_model(bench, llm)
+    llm.on("UseMockSearchOp", search).on("ParseToolCallResultOp", judge)
+    llm.on("SummaryToolMemoryOp", f"```txt\n{GUIDE}\n```")
+    apps: list[ReMeApp] = []
+
+    def app_on_the_scripted_llm(*args: str, **kwargs: Any) -> ReMeApp:
+        apps.append(ReMeApp(*args, **kwargs, llm_clients={"default": llm}))
+        return apps[-1]
+
+    monkeypatch.setattr(bench, "ReMeApp", app_on_the_scripted_llm)
+    argv = ["--base-url", "http://llm.invalid/v1", "--api-key", "k", "--model", "fake-model"]
+    figures = bench.main([*argv, "--epochs", "1", "--train-per-level", "2", "--test-per-level", "1"])
     for phase, scored in (("train", 6), ("test_without_memory", 3), ("test_with_memory", 3)):
         assert figures[phase]["scored_calls"] == scored and figures[phase]["unknown_scores"] == 0
         assert 0.0 <= figures[phase]["mean"] <= 1.0
     assert figures["test_without_memory"]["best_tool_rate"] == pytest.approx(1 / 3)
     assert figures["test_with_memory"]["best_tool_rate"] == 1.0
-    chats = [body["messages"][-1]["content"] for body in fake.requests_to("chat")]
-    assert sum("maintain the usage guide" in c for c in chats) == 1  # only search_tool_a was used in training
-    with_memory = [c for c in chats if "exactly one of the search tools" in c and "Tool Information" in c]
-    assert len(with_memory) == 3 and all(
-        "Tool: search_tool_a\n## Core Function\nMock search." in c for c in with_memory
-    )
-    assert all(body.get("model") == "fake-model" for body in fake.requests_to("chat"))
+    (summary,) = llm.calls_of("SummaryToolMemoryOp")  # only search_tool_a was used in training
+    assert "search_tool_a" in summary.prompt
+    selections = [call.prompt for call in llm.calls_of("UseMockSearchOp") if call.tools]
+    assert len(selections) == 12
+    with_memory = [prompt for prompt in selections if "Tool Information" in prompt]
+    assert with_memory == selections[-3:] and all(f"Tool: search_tool_a\n{GUIDE}" in p for p in with_memory)
+    assert len(llm.calls_of("ParseToolCallResultOp")) == 12
+    # the script's connection options reach the service (the wire itself is the OpenAI client's tests' business)
+    (app,) = apps
+    assert app.config.llm["default"].model_name == "fake-model"
+    assert app.env["FLOW_LLM_BASE_URL"] == "http://llm.invalid/v1" and app.env["FLOW_LLM_API_KEY"] == "k"
     out = capsys.readouterr().out
     assert "test_with_memory" in out and "with memory vs without:" in out
