@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from reme_service.app import ReMeApp
+from reme_service.schema.messages import Message
+from tests.fakes.scripted_llm import ScriptedLLM
 
 
 @asynccontextmanager
-async def personal_app(tmp_path: Path, *overrides: str, llm_url: str | None = None) -> AsyncIterator[ReMeApp]:
-    """An app on the memory store and hash embeddings, with no LLM retries; its LLM is at `llm_url` if given."""
-    env = {"FLOW_LLM_BASE_URL": llm_url} if llm_url else {}
+async def personal_app(tmp_path: Path, *overrides: str, llm: ScriptedLLM | None = None) -> AsyncIterator[ReMeApp]:
+    """An app on the memory store and hash embeddings; its LLM is the scripted double `llm` if given, else none."""
     async with ReMeApp(
         f"data_dir={tmp_path}",
         "vector_store.default.backend=memory",
         "embedding_model.default.backend=hash",
-        "llm.default.max_retries=0",
         *overrides,
-        env=env,
+        env={},
+        llm_clients={"default": llm} if llm is not None else None,
     ) as app:
         yield app
 
@@ -31,6 +32,6 @@ async def stored(app: ReMeApp, workspace: str) -> list[dict[str, Any]]:
     return result["metadata"]["action_result"]
 
 
-def last_prompt(body: dict[str, Any]) -> str:
-    """The last message of a chat request the fake server received."""
-    return str(body["messages"][-1]["content"])
+def last_prompt(messages: Sequence[Message]) -> str:
+    """The last message of a chat call (the rendered prompt)."""
+    return messages[-1].text if messages else ""

@@ -4,13 +4,15 @@ insights, observations marked as consumed, and the LLM path's failures."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reme_service.app import ReMeApp
-from tests.fakes.openai_server import FakeOpenAI
+from reme_service.schema.messages import Message
+from tests.fakes.scripted_llm import ScriptedLLM
 from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
 pytestmark = pytest.mark.anyio
@@ -130,32 +132,30 @@ async def test_a_later_reflection_updates_an_existing_insight(tmp_path: Path) ->
 # ---------------------------------------------------------------- with an LLM
 
 
-def value(body: dict[str, Any]) -> str:
-    subject = re.search(r'summary of Alice\'s "([^"]+)"', last_prompt(body))
+def value(messages: Sequence[Message]) -> str:
+    subject = re.search(r'summary of Alice\'s "([^"]+)"', last_prompt(messages))
     assert subject is not None
     return f"Value: Alice's {subject.group(1)}: merged from the notes"
 
 
-def judge(body: dict[str, Any]) -> str:
-    lines = re.findall(r"^(\d+)\. ([^:]+):", last_prompt(body), re.MULTILINE)
+def judge(messages: Sequence[Message]) -> str:
+    lines = re.findall(r"^(\d+)\. ([^:]+):", last_prompt(messages), re.MULTILINE)
     verdicts = {"job": "Contradiction | Alice used to teach", "drinks": "Contained"}
     return "\n".join(f"Judgment: {n} | {verdicts.get(subject, 'None')}" for n, subject in lines)
 
 
-async def test_llm_reflection_with_contradicting_and_contained_insights(
-    tmp_path: Path, fake: tuple[FakeOpenAI, str]
-) -> None:
-    server, url = fake
-    server.on("new subjects worth keeping a lasting summary", "Subject: hiking\nSubject: dog")
-    server.on("Rewrite the summary of", value)
-    server.on("Check each summary against the", judge)
+async def test_llm_reflection_with_contradicting_and_contained_insights(tmp_path: Path) -> None:
+    llm = ScriptedLLM()
+    llm.on("GetReflectionSubjectOp", "Subject: hiking\nSubject: dog")
+    llm.on("UpdateInsightOp", value)
+    llm.on("LongContraRepeatOp", judge)
     old = [
         {**observation(text, "2023-01-01 09:00:00"), "reflection_subject": subject}
         for subject, text in (("job", "Alice works as a teacher"), ("drinks", "Alice drinks tea"))
     ]
     for memory in old:
         memory["metadata"] = {"memory_type": "insight", "insight_type": "insight"}
-    async with personal_app(tmp_path, llm_url=url) as app:
+    async with personal_app(tmp_path, llm=llm) as app:
         await insert(app, [observation(t, d) for t, d in SAID] + old)
         ids = {m["reflection_subject"]: m["memory_id"] for m in kinds(await stored(app, WS), "insight")}
         result = await reflect(app)
@@ -167,19 +167,17 @@ async def test_llm_reflection_with_contradicting_and_contained_insights(
             "dog": "Alice's dog: merged from the notes",
             "job": "Alice used to teach",
         }
-        prompts = [last_prompt(b) for b in server.requests_to("chat")]
-        assert any("Subjects we already keep a summary for: job, drinks" in p for p in prompts)
-        update = next(p for p in prompts if 'summary of Alice\'s "hiking"' in p)
+        (subjects,) = llm.calls_of("GetReflectionSubjectOp")
+        assert "Subjects we already keep a summary for: job, drinks" in subjects.prompt
+        update = next(c.prompt for c in llm.calls_of("UpdateInsightOp") if 'summary of Alice\'s "hiking"' in c.prompt)
         assert "- [2023-05-01 10:00:00] I love hiking in the mountains." in update
 
 
-async def test_llm_failure_during_reflection_is_502_and_changes_nothing(
-    tmp_path: Path, fake: tuple[FakeOpenAI, str]
-) -> None:
-    server, url = fake
-    server.on("new subjects worth keeping a lasting summary", "Subject: hiking")
-    server.on("Rewrite the summary of", "I think Alice likes hiking a lot.")
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_llm_failure_during_reflection_is_502_and_changes_nothing(tmp_path: Path) -> None:
+    llm = ScriptedLLM()
+    llm.on("GetReflectionSubjectOp", "Subject: hiking")
+    llm.on("UpdateInsightOp", "I think Alice likes hiking a lot.")
+    async with personal_app(tmp_path, llm=llm) as app:
         await insert(app, [observation(t, d) for t, d in SAID])
         result = await app.async_execute(name="reflect_personal_memory", workspace_id=WS, user_name="Alice")
         assert result["success"] is False

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reme_service.app import ReMeApp
-from tests.fakes.openai_server import FakeOpenAI
+from reme_service.schema.messages import Message
+from tests.fakes.scripted_llm import ScriptedLLM
 from tests.ops.personal_helpers import personal_app
 
 pytestmark = pytest.mark.anyio
@@ -181,20 +183,20 @@ async def test_bad_query_time_is_a_validation_error(tmp_path: Path) -> None:
         assert result["metadata"]["error"]["details"]["errors"][0]["loc"] == ("query_time",)
 
 
-async def test_time_words_the_rules_cannot_read_go_to_the_llm(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    server.on("Work out which period of time the question is about", "Thinking...\nTime: 2022-12-20..2023-01-05")
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_time_words_the_rules_cannot_read_go_to_the_llm(tmp_path: Path) -> None:
+    llm = ScriptedLLM().on("ExtractTimeOp", "Thinking...\nTime: 2022-12-20..2023-01-05")
+    async with personal_app(tmp_path, llm=llm) as app:
         await insert(app, "I skied in the Alps.", "2022-12-28 10:00:00")
         result = await retrieve(app, query="What did I do over the holidays?", query_time="2023-02-01", top_k=1)
         assert result["metadata"]["time_extraction"]["method"] == "llm"
         assert result["metadata"]["time_extraction"]["label"] == "2022-12-20..2023-01-05"
         assert result["metadata"]["memory_list"][0]["time_match"] == "message"
-        (request,) = server.requests_to("chat")
-        assert "asked a question at Wednesday, February 1, 2023, 00:00" in request["messages"][0]["content"]
+        (call,) = llm.calls
+        assert call.op == "ExtractTimeOp"
+        assert "asked a question at Wednesday, February 1, 2023, 00:00" in call.messages[0].text
         # a period the rules can read never reaches the LLM
         await retrieve(app, query="What did I do last week?", query_time="2023-02-01")
-        assert len(server.requests_to("chat")) == 1
+        assert len(llm.calls) == 1
 
 
 async def test_without_an_llm_unreadable_time_words_are_reported(tmp_path: Path) -> None:
@@ -205,38 +207,36 @@ async def test_without_an_llm_unreadable_time_words_are_reported(tmp_path: Path)
         assert result["metadata"]["time_extraction"] is None
 
 
-async def test_malformed_time_answers_are_retried_then_502(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    server.on("Work out which period of time the question is about", "Probably the winter holidays.")
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_malformed_time_answers_are_retried_then_502(tmp_path: Path) -> None:
+    llm = ScriptedLLM().on("ExtractTimeOp", "Probably the winter holidays.")
+    async with personal_app(tmp_path, llm=llm) as app:
         await insert(app, "I skied in the Alps.", "2022-12-28 10:00:00")
         result = await app.async_execute(
             name="retrieve_personal_memory", workspace_id=WS, query="What did I do over the holidays?"
         )
         assert result["success"] is False and result["metadata"]["error"]["code"] == "llm_error"
         assert "ExtractTimeOp" in result["metadata"]["error"]["message"]
-        assert len(server.requests_to("chat")) == 3
+        assert [call.op for call in llm.calls] == ["ExtractTimeOp"] * 3
 
 
-async def test_semantic_rank_reorders_by_the_llm_scores(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
+async def test_semantic_rank_reorders_by_the_llm_scores(tmp_path: Path) -> None:
     overlay = tmp_path / "ranker.yaml"
     overlay.write_text(
         "flow:\n  retrieve_personal_memory:\n    flow_content: SetQueryOp() >> (ExtractTimeOp() | "
         "(RetrieveMemoryOp() >> SemanticRankOp(output_memory_max_count=2))) >> FuseRerankOp()\n"
     )
 
-    def rank(body: dict[str, Any]) -> str:
-        prompt = body["messages"][0]["content"]
+    def rank(messages: Sequence[Message]) -> str:
+        prompt = messages[0].text
         lines = [line for line in prompt.splitlines() if line[:1].isdigit() and ". " in line]
         return "\n".join(f"Score: {line.split('.')[0]} | {0.9 if 'tea' in line else 0.2}" for line in lines)
 
-    server.on("Rate how useful each one is", rank)
-    async with personal_app(tmp_path, f"config={overlay}", llm_url=url) as app:
+    llm = ScriptedLLM().on("SemanticRankOp", rank)
+    async with personal_app(tmp_path, f"config={overlay}", llm=llm) as app:
         await insert(app, "My favourite drink is coffee with milk.", "2023-05-01 10:00:00")
         await insert(app, "My favourite drink is coffee, black.", "2023-05-02 10:00:00")
         await insert(app, "I also drink green tea in the evening.", "2023-05-03 10:00:00")
         result = await retrieve(app, query="What is my favourite drink coffee?", top_k=3)
         memories = result["metadata"]["memory_list"]
         assert "tea" in memories[0]["content"] and memories[0]["relevance"] == 0.9
-        assert len(server.requests_to("chat")) == 1
+        assert [call.op for call in llm.calls] == ["SemanticRankOp"]

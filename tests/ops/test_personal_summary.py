@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.errors import FlowDeclarationError
-from tests.fakes.openai_server import FakeOpenAI
+from reme_service.schema.messages import Message
+from tests.fakes.scripted_llm import ScriptedLLM
 from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
 pytestmark = pytest.mark.anyio
@@ -274,18 +276,18 @@ def test_a_flow_whose_trajectories_would_lose_their_time_does_not_start(tmp_path
 _LINE_RE = re.compile(r"^(\d+)\. (?:\[([^\]]*)\] )?[^:]+: (.*)$", re.MULTILINE)
 
 
-def score_all(body: dict[str, Any]) -> str:
+def score_all(messages: Sequence[Message]) -> str:
     """Info filter: 3 for every message except greetings."""
-    lines = _LINE_RE.findall(last_prompt(body))
+    lines = _LINE_RE.findall(last_prompt(messages))
     return "\n".join(f"Result: {n} | {0 if text.lower().startswith('hi') else 3}" for n, _, text in lines)
 
 
 def observe(times: dict[str, str]) -> Any:
     """Observation extraction: the message upper-cased as the information, a time from `times` by substring."""
 
-    def reply(body: dict[str, Any]) -> str:
+    def reply(messages: Sequence[Message]) -> str:
         out = []
-        for n, _, text in _LINE_RE.findall(last_prompt(body)):
+        for n, _, text in _LINE_RE.findall(last_prompt(messages)):
             time = next((t for key, t in times.items() if key in text), "none")
             out.append(f"Information: {n} | {time} | {text.upper()} | keyword")
         return "\n".join(out)
@@ -293,31 +295,37 @@ def observe(times: dict[str, str]) -> Any:
     return reply
 
 
-def observe_plain(body: dict[str, Any]) -> str:
+def observe_plain(messages: Sequence[Message]) -> str:
     return "\n".join(
-        f"Information: {n} | {text.upper()} | keyword" for n, _, text in _LINE_RE.findall(last_prompt(body))
+        f"Information: {n} | {text.upper()} | keyword" for n, _, text in _LINE_RE.findall(last_prompt(messages))
     )
 
 
 def judge(verdicts: dict[int, str]) -> Any:
-    def reply(body: dict[str, Any]) -> str:
-        count = len(re.findall(r"^\d+\. ", last_prompt(body), re.MULTILINE))
+    def reply(messages: Sequence[Message]) -> str:
+        count = len(re.findall(r"^\d+\. ", last_prompt(messages), re.MULTILINE))
         return "\n".join(f"Judgment: {n} | {verdicts.get(n, 'None')}" for n in range(1, count + 1))
 
     return reply
 
 
-def install(fake: FakeOpenAI, *, times: dict[str, str] | None = None, verdicts: dict[int, str] | None = None) -> None:
-    fake.on("numbered messages below on this scale", score_all)
-    fake.on("Work out the time relative to when the message was said", observe(times or {}))
-    fake.on("You are building a personal profile", observe_plain)
-    fake.on("Check each statement against the statements with smaller numbers", judge(verdicts or {}))
+def scripted(
+    *first_scores: str, times: dict[str, str] | None = None, verdicts: dict[int, str] | None = None
+) -> ScriptedLLM:
+    """The summary flow's LLM steps, each answered by a function of its prompt; `first_scores` are the info
+    filter's first replies (before `score_all`)."""
+    return (
+        ScriptedLLM()
+        .on("InfoFilterOp", *first_scores, score_all)
+        .on("GetObservationWithTimeOp", observe(times or {}))
+        .on("GetObservationOp", observe_plain)
+        .on("ContraRepeatOp", judge(verdicts or {}))
+    )
 
 
-async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    install(server, times={"yesterday": "2023-05-07", "last week": "last week"})
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path) -> None:
+    llm = scripted(times={"yesterday": "2023-05-07", "last week": "last week"})
+    async with personal_app(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -342,7 +350,7 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fak
             "I LIKE GREEN TEA.",
         }
         group = memories["I WENT TO A SUPPORT GROUP YESTERDAY."]
-        assert group["author"] == "qwen3-30b-a3b-instruct-2507"
+        assert group["author"] == llm.model_name == "scripted"  # the model that wrote it
         assert group["metadata"]["event_start"] == "2023-05-07 00:00:00"
         flat = memories["I MOVED TO A NEW FLAT LAST WEEK."]  # a relative answer is read against the message time
         assert (flat["metadata"]["event_start"], flat["metadata"]["event_end"]) == (
@@ -350,14 +358,13 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path, fak
             "2023-05-08 00:00:00",
         )
         assert "event_start" not in memories["I LIKE GREEN TEA."]["metadata"]
-        prompts = [last_prompt(b) for b in server.requests_to("chat")]
+        prompts = [call.prompt for call in llm.calls_of("GetObservationWithTimeOp")]
         assert any("[Monday, May 8, 2023, 13:56] Alice: I went to a support group yesterday." in p for p in prompts)
 
 
-async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    install(server, verdicts={2: "Contradiction"})
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path) -> None:
+    llm = scripted(verdicts={2: "Contradiction"})
+    async with personal_app(tmp_path, llm=llm) as app:
         first = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -371,33 +378,28 @@ async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path,
         )
         assert second["metadata"]["deleted_memory_ids"] == [old_id]
         assert [m["content"] for m in await stored(app, WS)] == ["I WORK AT MICROSOFT NOW."]
-        contra = [last_prompt(b) for b in server.requests_to("chat") if "smaller numbers" in last_prompt(b)]
+        contra = [call.prompt for call in llm.calls_of("ContraRepeatOp")]
         assert (
             "1. [2023-05-08 17:00:00] I WORK AT MICROSOFT NOW.\n2. [2023-05-08 09:00:00] I WORK AT GOOGLE."
             in contra[-1]
         )
 
 
-async def test_llm_batches_keep_every_observation(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    install(server)
+async def test_llm_batches_keep_every_observation(tmp_path: Path) -> None:
+    llm = scripted()
     messages = [user(f"My locker number {i} is painted blue.", f"2023-05-08 09:{i % 60:02d}:00") for i in range(120)]
-    async with personal_app(tmp_path, llm_url=url) as app:
+    async with personal_app(tmp_path, llm=llm) as app:
         result = await app.async_execute(name="summary_personal_memory", workspace_id=WS, messages=messages)
         assert result["metadata"]["update_result"]["inserted_count"] == 120
-        contra = [b for b in server.requests_to("chat") if "smaller numbers" in last_prompt(b)]
-        assert sorted(len(re.findall(r"^\d+\. ", last_prompt(b), re.MULTILINE)) for b in contra) == [20, 50, 50]
-        scoring = [b for b in server.requests_to("chat") if "on this scale" in last_prompt(b)]
+        contra = llm.calls_of("ContraRepeatOp")
+        assert sorted(len(re.findall(r"^\d+\. ", call.prompt, re.MULTILINE)) for call in contra) == [20, 50, 50]
+        scoring = llm.calls_of("InfoFilterOp")
         assert len(scoring) == 6  # batches of 20
 
 
-async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(
-    tmp_path: Path, fake: tuple[FakeOpenAI, str]
-) -> None:
-    server, url = fake
-    server.on("numbered messages below on this scale", score_all)
-    server.on("You are building a personal profile", "Sure! Alice likes tea.")
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(tmp_path: Path) -> None:
+    llm = ScriptedLLM().on("InfoFilterOp", score_all).on("GetObservationOp", "Sure! Alice likes tea.")
+    async with personal_app(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -407,15 +409,13 @@ async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(
         error = result["metadata"]["error"]
         assert error["code"] == "llm_error"
         assert "GetObservationOp" in error["message"] and "after 3 attempts" in error["message"]
-        assert len([b for b in server.requests_to("chat") if "personal profile" in last_prompt(b)]) == 3
+        assert len(llm.calls_of("GetObservationOp")) == 3
         assert await stored(app, WS) == []
 
 
-async def test_an_unscored_message_is_re_asked(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    install(server)
-    server.script("Result: 1 | 3")  # the first reply scores only one of two messages
-    async with personal_app(tmp_path, llm_url=url) as app:
+async def test_an_unscored_message_is_re_asked(tmp_path: Path) -> None:
+    llm = scripted("Result: 1 | 3")  # the first reply scores only one of two messages
+    async with personal_app(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -423,21 +423,20 @@ async def test_an_unscored_message_is_re_asked(tmp_path: Path, fake: tuple[FakeO
         )
         assert result["success"], result
         assert len(result["metadata"]["memory_list"]) == 2
-        assert len([b for b in server.requests_to("chat") if "on this scale" in last_prompt(b)]) == 2
+        assert len(llm.calls_of("InfoFilterOp")) == 2
 
 
-async def test_chinese_prompts_and_chinese_labels(tmp_path: Path, fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    server.on("条带编号的消息打分", "结果：1 | 3\n结果：2 | 3")
+async def test_chinese_prompts_and_chinese_labels(tmp_path: Path) -> None:
+    llm = ScriptedLLM().on("InfoFilterOp", "结果：1 | 3\n结果：2 | 3")
 
-    def observe_zh(body: dict[str, Any]) -> str:
-        lines = _LINE_RE.findall(last_prompt(body))
+    def observe_zh(messages: Sequence[Message]) -> str:
+        lines = _LINE_RE.findall(last_prompt(messages))
         return "\n".join(f"信息：{n} | 2023-05-07 | 小明昨天去看了牙医 | 牙医, 医院" for n, _, _ in lines)
 
-    server.on("时间要相对于消息被说出的时间来推算", observe_zh)
-    server.on("你正在根据", lambda body: "信息：1 | 小明喜欢喝绿茶 | 绿茶")
-    server.on("请把每条陈述与编号比它小", "判断：1 | 无\n判断：2 | 无")
-    async with personal_app(tmp_path, llm_url=url) as app:
+    llm.on("GetObservationWithTimeOp", observe_zh)
+    llm.on("GetObservationOp", "信息：1 | 小明喜欢喝绿茶 | 绿茶")
+    llm.on("ContraRepeatOp", "判断：1 | 无\n判断：2 | 无")
+    async with personal_app(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -450,5 +449,5 @@ async def test_chinese_prompts_and_chinese_labels(tmp_path: Path, fake: tuple[Fa
         assert set(memories) == {"小明喜欢喝绿茶", "小明昨天去看了牙医"}
         assert memories["小明昨天去看了牙医"]["metadata"]["keywords"] == ["牙医", "医院"]
         assert memories["小明昨天去看了牙医"]["metadata"]["event_start"] == "2023-05-07 00:00:00"
-        prompts = [last_prompt(b) for b in server.requests_to("chat")]
+        prompts = [call.prompt for call in llm.calls]
         assert any("1. [2023年5月8日 星期一 09:01] 小明: 我昨天去看了牙医。" in p for p in prompts)

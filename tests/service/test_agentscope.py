@@ -109,6 +109,7 @@ def test_static_control_records_after_a_reply_and_retrieves_before_the_next(
     stored = reme.vector_store("list", workspace_id="alice").metadata["action_result"]
     assert any("vegetarian" in m["content"] and m["memory_type"] == "personal" for m in stored)
     assert not any("Noted, vegetarian dishes only." in m["content"] for m in stored)  # the agent's words are not
+    assert fake.ops == ["", ""]  # only the agent's model was called (no X-ReMe-Op): the service used no LLM
     # the second conversation's prompt carried the retrieved memory
     last_prompt = _prompt_text(fake.requests_to("chat")[-1])
     assert "<long_term_memory>" in last_prompt and "I am vegetarian and I live in Lyon." in last_prompt

@@ -165,9 +165,9 @@ def test_nothing_to_summarise_and_empty_query_are_400(serve: ServeFn) -> None:
 
 def test_malformed_llm_replies_are_502_and_nothing_is_stored(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
-    fake.on("numbered messages below on this scale", "Result: 1 | 3\nResult: 2 | 3")
-    fake.on("Work out the time relative to when the message was said", "Information: 1 | 2023-05-07 | went | group")
-    fake.on("You are building a personal profile", "Caroline is researching adoption agencies.")
+    fake.on_op("InfoFilterOp", "Result: 1 | 3\nResult: 2 | 3")
+    fake.on_op("GetObservationWithTimeOp", "Information: 1 | 2023-05-07 | went | group")
+    fake.on_op("GetObservationOp", "Caroline is researching adoption agencies.")
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         r = _post(client, "summary_personal_memory", user_name="Caroline", trajectories=[SESSION])
         assert r.status_code == 502

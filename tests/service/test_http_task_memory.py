@@ -17,11 +17,6 @@ from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
 
-SUCCESS = "completed a task successfully"
-FAILURE = "failed at a task"
-SOFT = "ended with different scores"
-VALIDATE = "You review experiences"
-
 
 def fenced(value: Any) -> str:
     return f"```json\n{json.dumps(value)}\n```"
@@ -56,10 +51,12 @@ def listed(client: httpx.Client, workspace: str = "ws") -> list[dict[str, Any]]:
 
 
 def script_summary(fake: FakeOpenAI) -> None:
-    fake.on(SUCCESS, fenced([item("when booking a flight", "compare fares before paying")]))
-    fake.on(FAILURE, fenced([item("when a payment is declined", "check the card limit first")]))
-    fake.on(SOFT, fenced([item("when a task has a payment step", "confirm the amount before paying")]))
-    fake.on(VALIDATE, fenced({"is_valid": True, "score": 0.8, "feedback": "ok", "recommendations": ""}))
+    fake.on_op("SuccessExtractionOp", fenced([item("when booking a flight", "compare fares before paying")]))
+    fake.on_op("FailureExtractionOp", fenced([item("when a payment is declined", "check the card limit first")]))
+    fake.on_op(
+        "ComparativeExtractionOp", fenced([item("when a task has a payment step", "confirm the amount before paying")])
+    )
+    fake.on_op("MemoryValidationOp", fenced({"is_valid": True, "score": 0.8, "feedback": "ok", "recommendations": ""}))
 
 
 def test_summary_with_an_llm_stores_the_answered_memories(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
@@ -132,7 +129,7 @@ def test_llm_down_during_summary_is_502_and_nothing_is_stored(serve: ServeFn, fa
             fake.fail_next(50, status=500, message="validation crashed", endpoint="chat")
             return fenced([item("when x", "y")])
 
-        fake.on(SUCCESS, extraction_then_outage)
+        fake.on_op("SuccessExtractionOp", extraction_then_outage)
         r = client.post("/summary_task_memory", json={"workspace_id": "ws", "trajectories": [trajectory("t", 1.0)]})
         assert r.status_code == 502
         error = r.json()["metadata"]["error"]
@@ -237,7 +234,8 @@ def test_parallel_records_over_http_lose_no_increment(serve: ServeFn) -> None:
 def test_agent_loop_example_runs_against_the_fake_llm(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
     script_summary(fake)
-    fake.on("Reply with", "30")  # the agent's own LLM: right for one task, wrong for the others
+    # the agent's own LLM (its calls carry no X-ReMe-Op header): right for one task, wrong for the others
+    fake.on_op("", "30")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         result = subprocess.run(
             [

@@ -258,8 +258,8 @@ def test_llm_rerank_and_rewrite_on_by_config(serve: ServeFn, fake_llm: tuple[Fak
     )
     with serve(f"config={overlay}", "llm.default.model_name=fake-model", env={"FLOW_LLM_BASE_URL": url}) as client:
         _insert(client)
-        fake.on("Order all candidates", '```json\n{"ranked_indices": [2, 2, 0], "reasoning": "r"}\n```')
-        fake.on("Merge them into one", '```json\n{"rewritten_context": "Do the profile thing."}\n```')
+        fake.on_op("RerankMemoryOp", '```json\n{"ranked_indices": [2, 2, 0], "reasoning": "r"}\n```')
+        fake.on_op("RewriteMemoryOp", '```json\n{"rewritten_context": "Do the profile thing."}\n```')
         r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "update my profile settings"})
         body = r.json()
         assert r.status_code == 200, body
@@ -267,6 +267,7 @@ def test_llm_rerank_and_rewrite_on_by_config(serve: ServeFn, fake_llm: tuple[Fak
         memories = body["metadata"]["memory_list"]
         assert len(memories) == 2
         assert "no_llm_ops" not in body["metadata"]
+        assert fake.ops == ["RerankMemoryOp", "RewriteMemoryOp"]
         prompts = [req["messages"][0]["content"] for req in fake.requests_to("chat")]
         assert any("update my profile settings" in p for p in prompts)
 

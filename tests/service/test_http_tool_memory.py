@@ -14,8 +14,8 @@ from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
 
-JUDGE = "reviewing one call"
-GUIDE = "maintain the usage guide"
+JUDGE = "ParseToolCallResultOp"  # judges each new call (add_tool_call_result)
+GUIDE = "SummaryToolMemoryOp"  # writes the usage guide (summary_tool_memory)
 CALLS = [
     {
         "tool_name": "web_search",
@@ -36,6 +36,7 @@ CALLS = [
 
 
 def judge(body: dict[str, Any]) -> str:
+    """The verdict on the call in the prompt (calls are judged concurrently, so by the call's data, not by order)."""
     prompt = body["messages"][-1]["content"]
     useful = "No results found" not in prompt
     verdict = {"summary": "searched the web", "evaluation": "Judged by the fake.", "score": 1 if useful else 0}
@@ -53,7 +54,7 @@ def stored_calls(client: httpx.Client, tool: str = "web_search") -> list[dict[st
 
 def test_llm_judges_each_new_call_once(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
-    fake.on(JUDGE, judge)
+    fake.on_op(JUDGE, judge)
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = add(client, CALLS)
         assert r.status_code == 200
@@ -81,7 +82,7 @@ def test_unparseable_judgement_keeps_the_call_with_an_unknown_score(
     serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]
 ) -> None:
     fake, url = fake_llm
-    fake.on(JUDGE, "Looks fine to me!")
+    fake.on_op(JUDGE, "Looks fine to me!")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = add(client, CALLS[:1])
         assert r.status_code == 200
@@ -153,9 +154,9 @@ def test_bad_input_is_rejected_with_reasons(serve: ServeFn) -> None:
 
 def test_summary_with_llm_stores_guideline_and_statistics(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
-    fake.on(JUDGE, judge)
+    fake.on_op(JUDGE, judge)
     guideline = "## Core Function\nSearches the web.\n## Best Practices\nKeep max_results at 10."
-    fake.on(GUIDE, f"Here is the guide:\n```txt\n{guideline}\n```")
+    fake.on_op(GUIDE, f"Here is the guide:\n```txt\n{guideline}\n```")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         add(client, CALLS)
         r = client.post("/summary_tool_memory", json={"workspace_id": "ws", "tool_names": "web_search,missing"})
@@ -175,8 +176,8 @@ def test_summary_with_llm_stores_guideline_and_statistics(serve: ServeFn, fake_l
 
 def test_summary_llm_failure_is_502_and_writes_nothing(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
-    fake.on(JUDGE, judge)
-    fake.on(GUIDE, "```txt\n```")
+    fake.on_op(JUDGE, judge)
+    fake.on_op(GUIDE, "```txt\n```")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         add(client, CALLS)
         r = client.post("/summary_tool_memory", json={"workspace_id": "ws", "tool_names": "web_search"})
@@ -190,10 +191,12 @@ def test_summary_llm_failure_is_502_and_writes_nothing(serve: ServeFn, fake_llm:
 
 def test_mock_search_lets_the_llm_pick_a_tool(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake, url = fake_llm
-    fake.on("exactly one of the search tools", FakeReply(tool_calls=[("search_tool_c", {"query": "deep question"})]))
-    fake.on("Rate how complex", "complex")
-    fake.on("Play the role of a search engine", "A long and detailed report.")
-    fake.on("misunderstood the request", "Facts about something else.")
+    fake.on_op(
+        "UseMockSearchOp",  # its calls in order: pick a tool, rate the query's complexity, write the result
+        FakeReply(tool_calls=[("search_tool_c", {"query": "deep question"})]),
+        "complex",
+        "A long and detailed report.",
+    )
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = client.post("/use_mock_search", json={"query": "Why did the Roman Empire fall?", "seed": 1})
         assert r.status_code == 200
@@ -203,15 +206,18 @@ def test_mock_search_lets_the_llm_pick_a_tool(serve: ServeFn, fake_llm: tuple[Fa
         output = json.loads(call["output"])
         assert output["complexity"] == "complex" and output["query"] == "deep question"
         assert body["metadata"]["mock_search"]["selected_by"] == "llm"
-        assert output["content"] in (
-            "A long and detailed report.",
-            "[Low Relevance Result] Facts about something else.",
-            "Search backend overloaded: the request could not be served right now. Please try again later.",
-        )
+        expected = {
+            "relevant": "A long and detailed report.",
+            "irrelevant": "[Low Relevance Result] A long and detailed report.",
+            "failure": "Search backend overloaded: the request could not be served right now. Please try again later.",
+        }
+        outcome = body["metadata"]["mock_search"]["outcome"]  # the seeded draw
+        assert output["content"] == expected[outcome]
+        assert fake.ops == ["UseMockSearchOp"] * (2 if outcome == "failure" else 3)
         first = fake.requests_to("chat")[0]
         assert [t["function"]["name"] for t in first["tools"]] == ["search_tool_a", "search_tool_b", "search_tool_c"]
         assert re.search(r"Best suited for complex queries", json.dumps(first["tools"]))
         fake.reset()
-        fake.on("exactly one of the search tools", "I would rather answer myself.")
+        fake.on_op("UseMockSearchOp", "I would rather answer myself.")
         none = client.post("/use_mock_search", json={"query": "anything"}).json()
         assert json.loads(none["answer"])["tool_name"] == "None" and json.loads(none["answer"])["success"] is False

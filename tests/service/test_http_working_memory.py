@@ -154,7 +154,7 @@ def test_compress_with_the_llm_uses_its_snapshot(
     serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
     fake, url = fake_llm
-    fake.on("condenses old conversation history", SNAPSHOT)
+    fake.on_op("MessageOffloadOp", SNAPSHOT)
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         status, body = post(
             client,
@@ -173,6 +173,7 @@ def test_compress_with_the_llm_uses_its_snapshot(
         assert "no_llm_ops" not in body["metadata"]
         assert body["metadata"]["working_summary"]["applied"] == "compact+compress"
         assert sorted(body["metadata"]["written_files"]) == ["s/c_0.json", "s/call_log.txt"]
+        assert fake.ops == ["MessageOffloadOp"]
         prompt = fake.requests_to("chat")[0]["messages"][0]["content"]
         assert "Why did the payment of order 1237 fail?" in prompt
         assert "result is stored in file path=`s/call_log.txt`" in prompt  # compacted before compression
@@ -184,11 +185,11 @@ def test_bad_snapshots_and_llm_outages_are_502_and_write_nothing(
     fake, url = fake_llm
     body_args = {"messages": messages(), "working_summary_mode": "compress", "store_dir": "s", **COMPACT}
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
-        fake.on("condenses old conversation history", "Sure! The user wanted something.")
+        fake.on_op("MessageOffloadOp", "Sure! The user wanted something.")
         status, body = post(client, "summary_working_memory", **body_args)
         assert status == 502
         assert "did not follow the expected format after 3 attempts" in body["metadata"]["error"]["message"]
-        assert len(fake.requests_to("chat")) == 3
+        assert fake.ops == ["MessageOffloadOp"] * 3
         fake.reset()
         fake.fail_next(5, status=500, message="model crashed", endpoint="chat")
         status, body = post(client, "summary_working_memory", **body_args)
@@ -348,6 +349,7 @@ def test_agentic_retrieve_greps_and_reads_its_offloaded_context(
 
     requests = fake.requests_to("chat")
     assert len(requests) == 3
+    assert fake.ops == ["AgenticRetrieveOp"] * 3
     assert {t["function"]["name"] for t in requests[0]["tools"]} == {"Grep", "ReadFile"}
     first = requests[0]["messages"]
     assert first[0]["role"] == "system" and "Grep" in first[0]["content"]
@@ -422,6 +424,7 @@ def test_react_with_the_vector_store_search_tool(
         assert (body["metadata"]["steps"], body["metadata"]["tool_calls"]) == (2, 2)
         status, body = post(client, "react", query=None, messages=None)  # null is accepted, as in ReMe
         assert status == 400 and "nothing to answer" in body["metadata"]["error"]["message"]
+    assert fake.ops == ["ReactSearchOp"] * 2
     second = fake.requests_to("chat")[1]["messages"]
     outputs = [m["content"] for m in second if m["role"] == "tool"]
     assert outputs[0].startswith("[1] relevance ")
