@@ -10,7 +10,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams
 from reme_service.stores.remote import RemoteVectorStore
 from reme_service.stores.shared_lock import LeaseHolder
+from tests.conditions import until
 from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
 
@@ -59,15 +60,6 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
             return store
 
         yield make
-
-
-async def until(condition: Callable[[], Awaitable[bool]], *, limit: float = 5.0) -> None:
-    """Poll `condition` until it holds; fail after `limit` seconds (well under the default 15 s lease ttl, so a
-    lease left behind is never mistaken for one released)."""
-    deadline = time.monotonic() + limit
-    while not await condition():
-        assert time.monotonic() < deadline, f"condition still false after {limit:g} s"
-        await asyncio.sleep(0.01)  # the polling interval, not a guess at how long anything takes
 
 
 class HeldClaim:

@@ -14,12 +14,13 @@ Output: `MEMORY_LIST` = the new observations that survive; `DELETED_MEMORY_IDS` 
 
 from __future__ import annotations
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
-from reme_service.ops.personal.memories import batches, gather_limited
+from reme_service.ops.personal.memories import batches
 from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import dedup_key
 from reme_service.providers.llm.structured import chat_parsed
@@ -70,7 +71,7 @@ class ContraRepeatOp(PersonalOp[ContraRepeatParams]):
             llm = ctx.services.llm(self.params.llm)
             if llm.available:
                 groups = batches(items, self.params.contra_repeat_max_count)
-                results = await gather_limited((self._judge(ctx, g) for g in groups), self.params.concurrency)
+                results = await run_all((self._judge(ctx, g) for g in groups), limit=self.params.concurrency)
                 losers = set().union(*results)
             else:
                 ctx.without_llm(self.name)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from reme_service.concurrency import run_all
 from reme_service.errors import InvalidRequestError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields as common_fields
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.line_format import parse_scores
-from reme_service.ops.personal.memories import Statement, batches, gather_limited, user_name
+from reme_service.ops.personal.memories import Statement, batches, user_name
 from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import info_score
 from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, personal_items
@@ -88,7 +89,7 @@ class InfoFilterOp(PersonalOp[InfoFilterParams]):
         llm = ctx.services.llm(self.params.llm)
         if candidates and llm.available:
             groups = batches(candidates, self.params.batch_size)
-            await gather_limited((self._score(ctx, group) for group in groups), self.params.concurrency)
+            await run_all((self._score(ctx, group) for group in groups), limit=self.params.concurrency)
         elif candidates:
             ctx.without_llm(self.name)
             for statement in candidates:

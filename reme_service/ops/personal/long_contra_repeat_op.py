@@ -13,13 +13,14 @@ following UpdateVectorStoreOp, so a failure anywhere leaves the store as it was.
 
 from __future__ import annotations
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.contra_repeat_op import repeated
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
-from reme_service.ops.personal.memories import batches, gather_limited, newest_first
+from reme_service.ops.personal.memories import batches, newest_first
 from reme_service.ops.personal.op import PersonalOp
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.memory import BaseMemory, PersonalMemory, now_str
@@ -53,7 +54,7 @@ class LongContraRepeatOp(PersonalOp[LongContraRepeatParams]):
         if self.params.enable_long_contra_repeat and len(items) > 1:
             if ctx.services.llm(self.params.llm).available:
                 groups = batches(items, self.params.long_contra_repeat_max_count)
-                for result in await gather_limited((self._judge(ctx, g) for g in groups), self.params.concurrency):
+                for result in await run_all((self._judge(ctx, g) for g in groups), limit=self.params.concurrency):
                     verdicts.update(result)
             else:
                 ctx.without_llm(self.name)

@@ -16,14 +16,12 @@ Stored layout (inside `PersonalMemory.metadata`, the "inner" metadata):
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reme_service.concurrency import run_all
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import fields
 from reme_service.ops.personal.timespan import TIME_FORMAT, TimeSpan
@@ -156,15 +154,3 @@ def newest_first(memories: Iterable[PersonalMemory]) -> list[PersonalMemory]:
 def batches(items: list[T], size: int) -> list[list[T]]:
     size = max(1, size)
     return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-async def gather_limited(coros: Iterable[Coroutine[Any, Any, T]], limit: int = 4) -> list[T]:
-    """Await `coros` with at most `limit` running at once; results in order. The first failure cancels the
-    rest and is raised as itself (not as an exception group)."""
-    semaphore = asyncio.Semaphore(max(1, limit))
-
-    async def limited(coro: Coroutine[Any, Any, T]) -> T:
-        async with semaphore:
-            return await coro
-
-    return await run_all(limited(c) for c in coros)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+from reme_service.concurrency import run_all
 from reme_service.flow.context import Key
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
@@ -23,7 +24,6 @@ from reme_service.ops.personal.memories import (
     RULES_AUTHOR,
     Statement,
     batches,
-    gather_limited,
     language,
     new_observation,
     user_name,
@@ -71,7 +71,7 @@ class ObservationBaseOp(PersonalOp[ObservationParams]):
         llm = ctx.services.llm(self.params.llm)
         if statements and llm.available:
             groups = batches(statements, self.params.batch_size)
-            results = await gather_limited((self._extract(ctx, g, target) for g in groups), self.params.concurrency)
+            results = await run_all((self._extract(ctx, g, target) for g in groups), limit=self.params.concurrency)
             memories = [m for result in results for m in result]
         elif statements:
             ctx.without_llm(self.name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import fields, keys
@@ -21,7 +22,6 @@ from reme_service.ops.personal.line_format import parse_value
 from reme_service.ops.personal.memories import (
     INSIGHT,
     RULES_AUTHOR,
-    gather_limited,
     language,
     stable_id,
     user_name,
@@ -86,8 +86,9 @@ class UpdateInsightOp(PersonalOp[UpdateInsightParams]):
         llm = ctx.services.llm(self.params.llm)
         if chosen and not llm.available:
             ctx.without_llm(self.name)
-        results = await gather_limited(
-            (self._update(ctx, insight, relevant, target) for _, insight, relevant in chosen), self.params.concurrency
+        results = await run_all(
+            (self._update(ctx, insight, relevant, target) for _, insight, relevant in chosen),
+            limit=self.params.concurrency,
         )
         ctx[keys.UPDATED_INSIGHTS] = [insight for insight in results if insight is not None]
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
-from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import task_query
 from reme_service.ops.task.transcript import render_transcript
 from reme_service.schema.memory import TaskMemory
@@ -67,7 +67,7 @@ class ComparativeExtractionOp(ServiceOp[ComparativeExtractionParams]):
         if hard_wanted:
             for success, failure in await self._similar_pairs(ctx, successes, failures):
                 calls.append(self._compare_hard(ctx, success, failure))
-        results = await gather_limited(calls, params.max_concurrency)
+        results = await run_all(calls, limit=params.max_concurrency)
         ctx[task_keys.COMPARATIVE_MEMORIES] = [m for memories in results for m in memories]
 
     @staticmethod

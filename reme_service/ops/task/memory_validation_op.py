@@ -21,13 +21,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from reme_service.concurrency import run_all
 from reme_service.errors import LLMReplyError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import keys as task_keys
-from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.schema.memory import BaseMemory, TaskMemory
 from reme_service.schema.messages import Message, Role
@@ -89,7 +89,7 @@ class MemoryValidationOp(ServiceOp[MemoryValidationParams]):
             ctx.without_llm(self.name)
             publish(ctx, candidates)
             return
-        verdicts = await gather_limited([self._judge(ctx, m) for m in candidates], self.params.max_concurrency)
+        verdicts = await run_all([self._judge(ctx, m) for m in candidates], limit=self.params.max_concurrency)
         kept: list[TaskMemory] = []
         rejected: list[dict[str, Any]] = []
         for memory, (accepted, reason) in zip(candidates, verdicts, strict=True):

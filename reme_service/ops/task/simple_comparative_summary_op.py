@@ -11,12 +11,12 @@ in `metadata.no_llm_ops`.
 
 from __future__ import annotations
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
-from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories, task_query
 from reme_service.ops.task.transcript import render_transcript
 from reme_service.schema.memory import TaskMemory
@@ -58,7 +58,7 @@ class SimpleComparativeSummaryOp(ServiceOp[SimpleComparativeSummaryParams]):
         if not ctx.services.llm(self.params.llm).available:
             ctx.without_llm(self.name)
             return
-        results = await gather_limited([self._compare(ctx, *pair) for pair in pairs], self.params.max_concurrency)
+        results = await run_all([self._compare(ctx, *pair) for pair in pairs], limit=self.params.max_concurrency)
         ctx[task_keys.COMPARATIVE_MEMORIES] = [m for memories in results for m in memories]
 
     async def _compare(self, ctx: ServiceContext, better: Trajectory, worse: Trajectory) -> list[TaskMemory]:

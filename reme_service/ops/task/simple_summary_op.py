@@ -9,6 +9,7 @@ Without an LLM each trajectory becomes one raw experience (`raw_experience`) and
 
 from __future__ import annotations
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys
 from reme_service.ops.common.context import ServiceContext
@@ -17,7 +18,6 @@ from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.memory_validation_op import publish
 from reme_service.ops.task.raw_experience import raw_experience
-from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories, task_query, trajectory_info
 from reme_service.ops.task.transcript import render_transcript
 from reme_service.schema.memory import TaskMemory
@@ -52,7 +52,7 @@ class SimpleSummaryOp(ServiceOp[SimpleSummaryParams]):
                 ],
             )
             return
-        results = await gather_limited([self._summarise(ctx, t) for t in trajectories], self.params.max_concurrency)
+        results = await run_all([self._summarise(ctx, t) for t in trajectories], limit=self.params.max_concurrency)
         publish(ctx, [m for memories in results for m in memories])
 
     async def _summarise(self, ctx: ServiceContext, trajectory: Trajectory) -> list[TaskMemory]:

@@ -8,8 +8,6 @@ concurrently (at most `max_concurrency` at a time). Without an LLM each trajecto
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Iterable
 from typing import ClassVar, TypeVar
 
 from reme_service.concurrency import run_all
@@ -25,17 +23,6 @@ from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
 
 T = TypeVar("T")
-
-
-async def gather_limited(calls: Iterable[Awaitable[T]], limit: int) -> list[T]:
-    """Await `calls` concurrently, at most `limit` at a time; results in order; the first failure propagates."""
-    gate = asyncio.Semaphore(max(1, limit))
-
-    async def one(call: Awaitable[T]) -> T:
-        async with gate:
-            return await call
-
-    return await run_all(one(call) for call in calls)
 
 
 class StepExtractionParams(OpParams):
@@ -69,7 +56,7 @@ class BaseStepExtractionOp(ServiceOp[StepExtractionParams]):
             return
         jobs = [(t, segment) for t in trajectories for segment in segments_of(t)]
         calls = [self._extract(ctx, t, segment) for t, segment in jobs]
-        results = await gather_limited(calls, self.params.max_concurrency)
+        results = await run_all(calls, limit=self.params.max_concurrency)
         ctx[self.target] = [memory for memories in results for memory in memories]
 
     async def _extract(self, ctx: ServiceContext, trajectory: Trajectory, segment: Segment) -> list[TaskMemory]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.task import fields, keys as task_keys
-from reme_service.ops.task.step_extraction import gather_limited
 from reme_service.ops.task.trajectories import request_trajectories
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.providers.llm.structured import chat_parsed
@@ -71,7 +71,7 @@ class TrajectorySegmentationOp(ServiceOp[TrajectorySegmentationParams]):
         if not ctx.services.llm(self.params.llm).available:
             ctx.without_llm(self.name)
             return
-        await gather_limited([self._segment(ctx, t) for t in todo], self.params.max_concurrency)
+        await run_all([self._segment(ctx, t) for t in todo], limit=self.params.max_concurrency)
 
     async def _segment(self, ctx: ServiceContext, trajectory: Trajectory) -> None:
         messages = list(trajectory.messages)

@@ -21,7 +21,6 @@ output; the evaluation names the rule that decided.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -143,20 +142,18 @@ async def judge_with_llm(
     attempts: int,
 ) -> list[Verdict]:
     """One verdict per call, in order (rules in the module docstring)."""
-    gate = asyncio.Semaphore(max(1, max_concurrent))
     outage: list[str] = []
 
     async def judge(call: ToolCallResult) -> Verdict:
-        async with gate:
-            if outage:
-                return unknown_verdict(LLM_UNAVAILABLE, outage[0])
-            messages = [Message(role=Role.USER, content=prompt_for(call))]
-            try:
-                return await chat_parsed(llm, messages, parse_verdict, attempts=attempts, what="tool-call judgement")
-            except LLMReplyError:  # replies arrived, none usable
-                return unknown_verdict(UNPARSEABLE, f"{attempts} replies without a valid score")
-            except LLMError as exc:  # the provider is down
-                outage.append(exc.message)
-                return unknown_verdict(LLM_UNAVAILABLE, exc.message)
+        if outage:  # a judgement that waited for its turn after the provider failed is not attempted
+            return unknown_verdict(LLM_UNAVAILABLE, outage[0])
+        messages = [Message(role=Role.USER, content=prompt_for(call))]
+        try:
+            return await chat_parsed(llm, messages, parse_verdict, attempts=attempts, what="tool-call judgement")
+        except LLMReplyError:  # replies arrived, none usable
+            return unknown_verdict(UNPARSEABLE, f"{attempts} replies without a valid score")
+        except LLMError as exc:  # the provider is down
+            outage.append(exc.message)
+            return unknown_verdict(LLM_UNAVAILABLE, exc.message)
 
-    return await run_all(judge(call) for call in calls)
+    return await run_all((judge(call) for call in calls), limit=max_concurrent)

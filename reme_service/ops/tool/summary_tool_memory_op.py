@@ -19,7 +19,6 @@ Metadata: `memory_list` (summarised and skipped memories), `deleted_memory_ids`,
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
@@ -140,14 +139,11 @@ class SummaryToolMemoryOp(ServiceOp[SummaryToolMemoryParams]):
             if self.params.enable_llm_summary:
                 ctx.without_llm(self.name)
             return {name: data_guideline(name, calls) for name, calls in due.items()}
-        gate = asyncio.Semaphore(self.params.max_concurrent_summaries)
-
-        async def one(name: str, calls: list[ToolCallResult]) -> str:
-            async with gate:
-                return await self._llm_guideline(ctx, llm, name, calls)
-
         # the first failure (e.g. an LLMError, 502) fails the request
-        texts = await run_all(one(name, calls) for name, calls in due.items())
+        texts = await run_all(
+            (self._llm_guideline(ctx, llm, name, calls) for name, calls in due.items()),
+            limit=self.params.max_concurrent_summaries,
+        )
         return dict(zip(due, texts, strict=True))
 
     async def _llm_guideline(self, ctx: ServiceContext, llm: LLMClient, name: str, calls: list[ToolCallResult]) -> str:

@@ -9,7 +9,6 @@ fields and checked: the number of vectors and every vector's size must match, ot
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +17,7 @@ import httpx
 import numpy as np
 from numpy.typing import NDArray
 
+from reme_service.concurrency import run_all
 from reme_service.errors import EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
 from reme_service.providers.retry import OpenAIRetryingClient
@@ -66,26 +66,17 @@ class OpenAICompatibleEmbedding(OpenAIRetryingClient, EmbeddingClient):
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
         batches = [texts[i : i + self.max_batch_size] for i in range(0, len(texts), self.max_batch_size)]
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        tasks = [asyncio.ensure_future(self._embed_batch(batch, semaphore)) for batch in batches]
-        try:
-            parts = await asyncio.gather(*tasks)
-        except BaseException:
-            # One batch failed (or we were cancelled): stop the others before reporting.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        # one failed batch (or our cancellation) cancels the others before the error is reported
+        parts = await run_all((self._embed_batch(batch) for batch in batches), limit=self.max_concurrency)
         return normalise_rows(np.concatenate(parts, axis=0))
 
-    async def _embed_batch(self, batch: list[str], semaphore: asyncio.Semaphore) -> NDArray[np.float32]:
-        async with semaphore:
-            return await self._with_retries(
-                lambda: self._request(batch),
-                error_cls=EmbeddingError,
-                what=f"embedding call to model '{self.model_name}'",
-                model=self.model_name,
-            )
+    async def _embed_batch(self, batch: list[str]) -> NDArray[np.float32]:
+        return await self._with_retries(
+            lambda: self._request(batch),
+            error_cls=EmbeddingError,
+            what=f"embedding call to model '{self.model_name}'",
+            model=self.model_name,
+        )
 
     async def _request(self, batch: list[str]) -> NDArray[np.float32]:
         response = await self._client.embeddings.create(
