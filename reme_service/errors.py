@@ -17,6 +17,10 @@ ReMeError                      code "internal_error", 500
 │   └── DimensionMismatchError code "dimension_mismatch", 400
 ├── ServiceConnectionError     code "connection_error", 503 (client side: the service could not be reached)
 └── OpError                    wraps a failure inside a flow; code and status come from its cause
+
+Programming errors, never a client's fault (a 500 if one escapes):
+UnknownNameError(KeyError)            a registry has no such name (the message lists the valid ones)
+UndeclaredAccessError(RuntimeError)   an op used a request field or context key it did not declare
 ```
 
 `error_envelope` is the one failure body of every front end (Python API, HTTP, MCP), and
@@ -35,6 +39,7 @@ __all__ = [
     "ConfigError",
     "DimensionMismatchError",
     "EmbeddingError",
+    "FlowDeclarationError",
     "FlowSyntaxError",
     "InvalidRequestError",
     "LLMError",
@@ -47,9 +52,28 @@ __all__ = [
     "RequestValidationError",
     "ServiceConnectionError",
     "StoreError",
+    "UndeclaredAccessError",
+    "UnknownNameError",
     "describe_validation_errors",
     "error_envelope",
 ]
+
+
+class UnknownNameError(KeyError):
+    """A name that is not registered; the message lists the valid names."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UndeclaredAccessError(RuntimeError):
+    """An op touched a request field or context key it did not declare: a bug in the op, never the client's."""
 
 
 class ReMeError(Exception):

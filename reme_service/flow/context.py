@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
 from pydantic import BaseModel, Field
 
+from reme_service.errors import UndeclaredAccessError
+
 if TYPE_CHECKING:
     from reme_service.flow.op import AnyOp
 
@@ -46,10 +48,6 @@ class Input(Generic[T]):
         if self.factory is not None:
             return self.factory()
         return cast(T, self.default)
-
-
-class UndeclaredAccessError(RuntimeError):
-    """An op touched a request field or context key it did not declare: a bug in the op, never the client's."""
 
 
 class FlowResponse(BaseModel):

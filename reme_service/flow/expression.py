@@ -11,9 +11,9 @@ import ast
 
 from pydantic import ValidationError
 
-from reme_service.errors import FlowSyntaxError, describe_validation_errors
+from reme_service.errors import FlowSyntaxError, UnknownNameError, describe_validation_errors
 from reme_service.flow.op import AnyOp, Node
-from reme_service.flow.registry import Registry, UnknownNameError
+from reme_service.flow.registry import Registry
 
 
 def parse_flow(text: str, registry: Registry[type[AnyOp]], *, flow_name: str = "<flow>") -> Node:

@@ -5,20 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
+from reme_service.errors import UnknownNameError
+
 T = TypeVar("T")
-
-
-class UnknownNameError(KeyError):
-    """A name that is not registered; the message lists the valid names."""
-
-    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
-        self.kind = kind
-        self.name = name
-        self.valid = sorted(valid)
-        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(self.valid)}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class Registry(Generic[T]):
