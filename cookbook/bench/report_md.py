@@ -449,6 +449,29 @@ def locomo_section(report: Any) -> list[str]:
     return [*lines, *table(header, rows)]
 
 
+def abuse_section(report: Any) -> list[str]:
+    lines = ["## Availability under abuse", ""]
+    if report.abuse_reason:
+        return [*lines, f"Not available: {report.abuse_reason}.", ""]
+    lines += [
+        "cookbook/bench/abuse.py: the same server (local store, hash embedder) measured quiet and while one client "
+        "misbehaves; a failure is a request that did not answer 200.",
+        "",
+    ]
+    rows = [
+        [r["scenario"], str(r["requests"]), num(r["p50_ms"]), num(r["p99_ms"]), str(r["failures"]), r["note"]]
+        for r in report.abuse
+    ]
+    lines += table(["scenario", "requests", "p50 ms", "p99 ms", "failures", "note"], rows)
+    if ws := report.abuse_workspaces:
+        lines += [
+            f"{ws['workspaces']:,} new workspaces, one memory each: {ws['failed_writes']} failed writes; the server's "
+            f"open file descriptors went from {ws['open_fds_before']} to {ws['open_fds_after']}.",
+            "",
+        ]
+    return lines
+
+
 def problems_section(report: Any) -> list[str]:
     failures = [f"{run.store} {s.size:,}: {f}" for run in report.stores for s in run.sizes for f in s.failures[:5]]
     failures += [  # with the lock off, failures are expected (see the section)
@@ -488,6 +511,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *embedder_section(report),
         *summary_section(report),
         *locomo_section(report),
+        *abuse_section(report),
         *problems_section(report),
     ]
     return "\n".join(lines).rstrip() + "\n", verdicts

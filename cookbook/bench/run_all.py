@@ -70,7 +70,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo")
+PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo", "abuse")
 MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
@@ -146,6 +146,9 @@ class Report:
     summary_reason: str = ""
     locomo: list[dict[str, Any]] = field(default_factory=list)
     locomo_reason: str = ""
+    abuse: list[dict[str, Any]] = field(default_factory=list)  # one row per scenario (abuse.py)
+    abuse_workspaces: dict[str, Any] = field(default_factory=dict)
+    abuse_reason: str = ""
     errors: list[str] = field(default_factory=list)
 
 
@@ -576,6 +579,27 @@ def bench_locomo(args: argparse.Namespace, report: Report) -> None:
         print(f"   {mode}: hit@1 {means[0]:.3f}, hit@5 {means[1]:.3f}, recall@5 {means[2]:.3f}", flush=True)
 
 
+def bench_abuse(args: argparse.Namespace, report: Report) -> None:
+    abuse = optional_module("abuse")
+    if abuse is None:
+        report.abuse_reason = "cookbook/bench/abuse.py is not available"
+        return
+    quick = args.quick
+    idle, idle_s, load, workspaces = (100, 3.0, 2_000, 300) if quick else (300, 15.0, 10_000, 2_000)
+    print(f"\n== availability under abuse ({idle} idle sockets, regex bomb, {load:,}-memory load)", flush=True)
+    overrides = ["embedding_model.default.backend=hash", "vector_store.default.backend=local", *args.overrides]
+    with tempfile.TemporaryDirectory(prefix="run-all-abuse-", dir=args.dir) as tmp, rs.running_server(
+        args.python, Path(tmp), overrides, args.startup_timeout
+    ) as server:
+        figures = [abuse.quiet_health(server), abuse.idle_sockets(server, idle, idle_s)]
+        figures.append(abuse.regex_bomb(server, 27, 30.0))
+        figures.extend(abuse.query_during_load(server, load, args.seed))
+        report.abuse_workspaces = abuse.many_workspaces(server, workspaces)
+    report.abuse = [figure.row() for figure in figures]
+    for row in report.abuse:
+        print(f"   {row['scenario']}: p99 {row['p99_ms']} ms, {row['failures']} failures", flush=True)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Main
 # ----------------------------------------------------------------------------------------------------------------
@@ -692,6 +716,7 @@ def run(args: argparse.Namespace) -> Report:
                 ("embedder", bench_embedder),
                 ("summary", bench_summary),
                 ("locomo", bench_locomo),
+                ("abuse", bench_abuse),
             ):
                 if part in args.skip:
                     setattr(report, f"{part}_reason", f"skipped (--skip {part})")

@@ -54,7 +54,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.C
         "--stores",
         "memory,local",
         "--skip",
-        "embedder,locomo,multiprocess",
+        "embedder,locomo,multiprocess,abuse",
         "--summary-requests",
         "1",
         "--summary-batches",
