@@ -133,7 +133,7 @@ def insert_body(memory_id: str = "m1") -> dict[str, Any]:
 
 def test_idle_and_half_sent_sockets_neither_starve_others_nor_stay_open(tmp_path: Path) -> None:
     with service_process(
-        tmp_path, "embedding_model.default.backend=hash", "http.header_timeout=3", "http.max_connections=1000"
+        tmp_path, "embedding_model.default.backend=hash", "http.header_timeout=5", "http.max_connections=1000"
     ) as service:
         sockets = [connect(service.base_url) for _ in range(300)]
         try:
