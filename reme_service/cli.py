@@ -40,20 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"reme: serving {len(app.flows)} flows as MCP tools over {where}\n")
         run_mcp(app)
         return 0
-    import uvicorn
-
-    from reme_service.server.http import create_http_app
+    from reme_service.server.run import run_http
 
     http = app.config.http
-    api = create_http_app(app)
     sys.stderr.write(f"reme: serving {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
-    uvicorn.run(
-        api,
-        host=http.host,
-        port=http.port,
-        timeout_keep_alive=http.timeout_keep_alive,
-        limit_concurrency=http.limit_concurrency,
-        access_log=http.access_log,
-        log_level=app.config.log_level.lower(),
-    )
+    run_http(app)
     return 0

@@ -16,10 +16,28 @@ class _Strict(BaseModel):
 
 
 class HttpConfig(_Strict):
+    """The HTTP edge: what a client may hold open, send and ask at once (see `reme_service/server/guard.py` and
+    `protocol.py`). Every limit answers in the error envelope."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=8002, ge=0, le=65535)
-    timeout_keep_alive: int = 600
-    limit_concurrency: int = 256
+    timeout_keep_alive: float = Field(default=5.0, gt=0, description="seconds an idle keep-alive connection stays open")
+    header_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a connection has to send a complete request head, else it is closed"
+    )
+    body_timeout: float = Field(default=30.0, gt=0, description="seconds a request body may stall before a 408")
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024, description="a larger request head gets 431")
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger request body gets 413")
+    limit_concurrency: int | None = Field(
+        default=256, ge=1, description="requests processed at once (idle connections do not count); beyond: 503"
+    )
+    max_connections: int | None = Field(
+        default=1000, ge=1, description="open connections; past it the longest-idle one is closed for a new one"
+    )
+    retry_after: int = Field(default=1, ge=0, description="the Retry-After seconds sent with an overload 503")
+    shutdown_timeout: float = Field(
+        default=30.0, ge=0, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled"
+    )
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
     access_log: bool = False
 

@@ -1,7 +1,8 @@
 """The HTTP adapter: `POST /<flow>` per flow, `GET /health`, OpenAPI at `/docs`. No logic lives here.
 
-Schema errors are FastAPI's 422 `detail` list; every other failure is the envelope
-`{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status.
+Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every other failure is the envelope
+`{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status: see
+`http_errors` (400 malformed JSON, 404, 405) and `guard` (408 stalled body, 413 body too large, 503 overloaded).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from fastapi.responses import Response
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
-from reme_service.errors import NotFoundError, ReMeError, error_envelope
+from reme_service.errors import ReMeError, error_envelope
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
+from reme_service.server.guard import EdgeGuard, EdgeLimits
+from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, install_error_handlers
 
 logger = logging.getLogger("reme_service.http")
 
@@ -68,6 +71,16 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
                 await app.stop()
 
     api = FastAPI(title="ReMe memory service", version=__version__, lifespan=lifespan)
+    http = app.config.http
+    api.add_middleware(
+        EdgeGuard,
+        limits=EdgeLimits(
+            max_body_bytes=http.max_body_bytes,
+            body_timeout=http.body_timeout,
+            limit_concurrency=http.limit_concurrency,
+            retry_after=http.retry_after,
+        ),
+    )
     if app.config.http.cors_origins:
         api.add_middleware(
             CORSMiddleware,
@@ -87,15 +100,11 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
             methods=["POST"],
             summary=runner.description or runner.name,
             response_class=Response,
-            responses={200: {"model": FlowResponse, "description": "the response envelope"}},
+            responses={200: {"model": FlowResponse, "description": "the response envelope"}, **FLOW_ERROR_RESPONSES},
             name=runner.name,
         )
 
-    @api.post("/{flow_name}", include_in_schema=False)
-    async def unknown_flow(flow_name: str, request: Request) -> Response:
-        request_id = _request_id(request)
-        error = NotFoundError(f"unknown flow {flow_name!r}; available: {', '.join(sorted(app.flows))}")
-        return _json(error_envelope(error, request_id), error.status, request_id)
+    install_error_handlers(api, app.flows)
 
     @api.exception_handler(ReMeError)
     async def remex_handler(request: Request, exc: ReMeError) -> Response:

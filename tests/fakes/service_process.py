@@ -4,7 +4,8 @@ that need several processes or the real command line.
 `running_service(cwd, *overrides)` starts it with the given config overrides (the `FLOW_*` variables of this
 environment are not passed on, so the LLM is `none` unless the overrides say otherwise), waits until `/health`
 answers, yields the base URL and terminates the process when the block ends. If it exits or does not answer in
-time, the error carries the tail of its stderr.
+time, the error carries the tail of its stderr. `service_process(...)` is the same with a `ServiceProcess` handle
+(base URL, the `Popen`, the log) for tests that signal the process or read its exit code.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -27,8 +29,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class ServiceProcess:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
 @contextmanager
 def running_service(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> Iterator[str]:
+    with service_process(cwd, *overrides, start_timeout=start_timeout) as service:
+        yield service.base_url
+
+
+@contextmanager
+def service_process(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> Iterator[ServiceProcess]:
     port = free_port()
     cwd.mkdir(parents=True, exist_ok=True)
     log_path = cwd / f"service-{port}.log"
@@ -54,7 +72,7 @@ def running_service(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> 
                     state = f"exited with {process.returncode}" if process.poll() is not None else "did not answer"
                     raise RuntimeError(f"the service on port {port} {state}:\n{tail}") from None
                 time.sleep(0.1)
-        yield base_url
+        yield ServiceProcess(base_url, process, log_path)
     finally:
         if process.poll() is None:
             process.terminate()

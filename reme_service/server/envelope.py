@@ -1,0 +1,62 @@
+"""Failure envelopes for the HTTP edge: errors answered before (or instead of) a flow, as ASGI messages or raw
+HTTP/1.1 bytes, always in the documented shape `{"answer": "", "success": false, "metadata": {"error": ...}}`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+
+import orjson
+
+from reme_service.errors import ReMeError, error_envelope
+
+Headers = list[tuple[bytes, bytes]]
+
+
+def edge_error(code: str, status: int, message: str) -> ReMeError:
+    """A `ReMeError` with this code and status (edge failures have no class of their own in `errors.py` yet)."""
+    error = ReMeError(message)
+    error.code = code
+    error.status = status
+    return error
+
+
+def request_id_from(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The client's `x-request-id` (printable, ≤ 64 characters) or a fresh one."""
+    for name, value in headers:
+        if name.lower() == b"x-request-id":
+            given = value.decode("latin-1")[:64]
+            if given and given.isprintable():
+                return given
+    return uuid.uuid4().hex[:16]
+
+
+def envelope_response(
+    error: ReMeError, request_id: str, *, retry_after: int | None = None, close: bool = False
+) -> tuple[int, Headers, bytes]:
+    """Status, headers and body of the failure envelope for `error`."""
+    body = orjson.dumps(error_envelope(error, request_id))
+    headers: Headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-request-id", request_id.encode("latin-1", "replace")),
+    ]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    if close:
+        headers.append((b"connection", b"close"))
+    return error.status, headers, body
+
+
+def raw_response(error: ReMeError, *, retry_after: int | None = None, extra: Mapping[str, str] | None = None) -> bytes:
+    """A complete HTTP/1.1 response (with `connection: close`) for answering below the ASGI layer."""
+    status, headers, body = envelope_response(error, uuid.uuid4().hex[:16], retry_after=retry_after, close=True)
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"HTTP/1.1 {status} {phrase}".encode()]
+    lines += [name + b": " + value for name, value in headers]
+    lines += [f"{name}: {value}".encode() for name, value in (extra or {}).items()]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body

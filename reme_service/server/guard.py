@@ -1,0 +1,137 @@
+"""`EdgeGuard`: the ASGI middleware in front of every route. It reads each request body itself, so that
+
+- a body longer than `max_body_bytes` is answered 413 — at once when `Content-Length` says so, or as soon as a
+  chunked body has streamed past the limit — and is never held in memory whole;
+- a body that stalls (no bytes for `body_timeout` seconds while the server waits for more) is answered 408;
+- at most `limit_concurrency` requests are processed at once: beyond that the answer is 503 `overloaded` with
+  `Retry-After`. Only requests count, never idle connections; a request counts from the moment its body is
+  complete, so slow uploads cannot take the slots of requests that are ready.
+
+Every answer is the failure envelope, with `connection: close` when the rest of the body is left unread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from reme_service.errors import ReMeError
+from reme_service.server.envelope import edge_error, envelope_response, request_id_from
+
+logger = logging.getLogger("reme_service.http")
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class EdgeLimits:
+    max_body_bytes: int = 32 * 1024 * 1024
+    body_timeout: float = 30.0
+    limit_concurrency: int | None = 256
+    retry_after: int = 1
+
+
+class _Rejected(Exception):
+    def __init__(self, error: ReMeError, *, close: bool, retry_after: int | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.close = close
+        self.retry_after = retry_after
+
+
+class EdgeGuard:
+    def __init__(self, app: ASGIApp, limits: EdgeLimits) -> None:
+        self.app = app
+        self.limits = limits
+        self.in_flight = 0
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            self._check_capacity()
+            self._check_declared_length(scope)
+            body = await self._read_body(receive)
+            if body is None:  # the client went away while sending
+                return
+            self._check_capacity()
+        except _Rejected as rejected:
+            await self._answer(scope, send, rejected)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            self.in_flight -= 1
+
+    def _check_capacity(self) -> None:
+        limit = self.limits.limit_concurrency
+        if limit is not None and self.in_flight >= limit:
+            logger.warning("overloaded: %d requests in flight (limit %d)", self.in_flight, limit)
+            error = edge_error("overloaded", 503, f"the server is busy ({limit} requests in flight); retry shortly")
+            raise _Rejected(error, close=True, retry_after=self.limits.retry_after)
+
+    def _check_declared_length(self, scope: Message) -> None:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    raise _Rejected(edge_error("invalid_request", 400, "invalid Content-Length"), close=True) from None
+                if declared > self.limits.max_body_bytes:
+                    raise _Rejected(self._too_large(), close=True)
+
+    def _too_large(self) -> ReMeError:
+        return edge_error(
+            "payload_too_large", 413, f"request body larger than http.max_body_bytes ({self.limits.max_body_bytes})"
+        )
+
+    async def _read_body(self, receive: Receive) -> list[Message] | None:
+        messages: list[Message] = []
+        size = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), self.limits.body_timeout)
+            except TimeoutError:
+                error = edge_error(
+                    "request_timeout",
+                    408,
+                    f"request body stalled for {self.limits.body_timeout:g}s (http.body_timeout)",
+                )
+                raise _Rejected(error, close=True) from None
+            if message["type"] == "http.disconnect":
+                return None
+            size += len(message.get("body", b""))
+            if size > self.limits.max_body_bytes:
+                raise _Rejected(self._too_large(), close=True)
+            messages.append(message)
+            if not message.get("more_body", False):
+                return messages
+
+    @staticmethod
+    async def _answer(scope: Message, send: Send, rejected: _Rejected) -> None:
+        request_id = request_id_from(scope.get("headers", ()))
+        status, headers, body = envelope_response(
+            rejected.error, request_id, retry_after=rejected.retry_after, close=rejected.close
+        )
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A `receive` that hands out the buffered body messages first, then defers to the server's (disconnects)."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay

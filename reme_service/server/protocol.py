@@ -1,0 +1,138 @@
+"""The HTTP/1.1 connection protocol uvicorn runs for `reme`: uvicorn's httptools protocol plus connection hygiene.
+
+uvicorn alone keeps a connection that never sends a request open forever (its keep-alive timer starts only after
+a first response), and its `limit_concurrency` counts open connections, so a few hundred idle sockets make it
+answer 503 to everyone. This subclass adds, per connection:
+
+- a **head timeout**: a request head (request line + headers) must be complete within `header_timeout` seconds of
+  the connection opening, or of its first byte on a kept-alive connection; otherwise the connection is closed;
+- a **head size limit**: a head still incomplete after `max_header_bytes` bytes is answered 431 and closed;
+- a **connection cap**: past `max_connections` open connections, a new one evicts the connection that has been
+  waiting longest for a request head (idle keep-alive or half-sent head); when every connection is busy the new
+  one gets 503 `overloaded` and is closed. Idle sockets therefore never starve clients that send requests.
+
+Requests in flight are limited separately, in the ASGI layer (`reme_service.server.guard`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from reme_service.server.envelope import edge_error, raw_response
+
+logger = logging.getLogger("reme_service.http")
+
+
+class EdgeHttpProtocol(HttpToolsProtocol):
+    """Configure with `EdgeHttpProtocol.configured(...)`, which returns a subclass to pass as uvicorn's `http=`."""
+
+    header_timeout: ClassVar[float] = 10.0
+    max_header_bytes: ClassVar[int] = 64 * 1024
+    max_connections: ClassVar[int | None] = None
+    retry_after: ClassVar[int] = 1
+
+    @classmethod
+    def configured(
+        cls, *, header_timeout: float, max_header_bytes: int, max_connections: int | None, retry_after: int
+    ) -> type[EdgeHttpProtocol]:
+        return type(
+            "ConfiguredEdgeHttpProtocol",
+            (cls,),
+            {
+                "header_timeout": header_timeout,
+                "max_header_bytes": max_header_bytes,
+                "max_connections": max_connections,
+                "retry_after": retry_after,
+            },
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
+        self._head_pending = False
+        self.waiting_since: float | None = None  # monotonic time since which no request head is in progress
+
+    # -- connection lifecycle ----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.waiting_since = time.monotonic()
+        self._start_head()
+        if self.max_connections is not None and len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        self.waiting_since = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._head_pending and self._between_requests():
+            self._start_head()
+        if self._head_pending:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._head_pending and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
+            self._cancel_head_timer()
+            message = f"request head larger than {self.max_header_bytes} bytes"
+            self.transport.write(raw_response(edge_error("header_too_large", 431, message)))
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self._head_pending = False
+        self.waiting_since = None
+        self._cancel_head_timer()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.pipeline and not self.transport.is_closing():
+            self.waiting_since = time.monotonic()  # idle keep-alive: uvicorn's keep-alive timer closes it
+
+    # -- head timeout --------------------------------------------------------------------------------------
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _start_head(self) -> None:
+        self._head_pending = True
+        self._head_bytes = 0
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._head_pending and not self.transport.is_closing():
+            logger.debug("closing %s: no complete request head within %ss", self.client, self.header_timeout)
+            self.transport.close()
+
+    # -- connection cap --------------------------------------------------------------------------------------
+
+    def _make_room(self) -> None:
+        """Over the cap: close the connection waiting longest for a request head, or else this new one."""
+        waiting = [
+            conn
+            for conn in self.connections
+            if isinstance(conn, EdgeHttpProtocol) and conn is not self and conn.waiting_since is not None
+        ]
+        if waiting:
+            oldest = min(waiting, key=lambda conn: conn.waiting_since or 0.0)
+            logger.debug("connection cap %d reached: closing idle %s", self.max_connections, oldest.client)
+            oldest.transport.close()
+            return
+        logger.warning("connection cap %d reached and every connection is busy: refusing", self.max_connections)
+        error = edge_error("overloaded", 503, "the server is at its connection limit; retry shortly")
+        self._cancel_head_timer()
+        self.transport.write(raw_response(error, retry_after=self.retry_after))
+        self.transport.close()

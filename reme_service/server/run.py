@@ -1,0 +1,53 @@
+"""Run the HTTP service with uvicorn: the edge protocol (`protocol.EdgeHttpProtocol`), the `http.*` limits and a
+graceful SIGTERM (stop accepting, let in-flight requests finish within `http.shutdown_timeout`, stop the app —
+which flushes and closes the stores — and exit 0)."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+import uvicorn
+
+from reme_service.app import ReMeApp
+from reme_service.server.http import create_http_app
+from reme_service.server.protocol import EdgeHttpProtocol
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn re-raises a caught SIGTERM after its graceful shutdown, so the process dies by the signal (-15).
+    A completed graceful shutdown is a clean exit: SIGTERM is not re-raised."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGTERM and sig in self._captured_signals:
+            self._captured_signals.remove(sig)
+
+
+def uvicorn_config(app: ReMeApp) -> uvicorn.Config:
+    http = app.config.http
+    protocol = EdgeHttpProtocol.configured(
+        header_timeout=http.header_timeout,
+        max_header_bytes=http.max_header_bytes,
+        max_connections=http.max_connections,
+        retry_after=http.retry_after,
+    )
+    return uvicorn.Config(
+        create_http_app(app),
+        host=http.host,
+        port=http.port,
+        http=protocol,
+        timeout_keep_alive=http.timeout_keep_alive,  # type: ignore[arg-type]  # uvicorn takes float seconds too
+        limit_concurrency=None,  # uvicorn's limit counts idle connections and answers plain text; EdgeGuard limits
+        timeout_graceful_shutdown=http.shutdown_timeout,  # type: ignore[arg-type]
+        access_log=http.access_log,
+        log_level=app.config.log_level.lower(),
+    )
+
+
+def run_http(app: ReMeApp) -> None:
+    """Serve until SIGINT/SIGTERM; returns after the graceful shutdown."""
+    server = _GracefulServer(uvicorn_config(app))
+    server.run()
+    if not server.started:  # as uvicorn.run: the start failed (port taken, app start-up error)
+        raise SystemExit(3)
