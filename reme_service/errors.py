@@ -16,6 +16,12 @@ ReMeError                      code "internal_error", 500
 ├── StoreError                 code "store_unavailable", 503
 │   └── DimensionMismatchError code "dimension_mismatch", 400
 ├── ServiceConnectionError     code "connection_error", 503 (client side: the service could not be reached)
+├── MethodNotAllowedError      code "method_not_allowed", 405 (HTTP edge)
+├── RequestTimeoutError        code "request_timeout", 408 (HTTP edge: the body stalled)
+├── PayloadTooLargeError       code "payload_too_large", 413 (HTTP edge: http.max_body_bytes)
+├── HeaderTooLargeError        code "header_too_large", 431 (HTTP edge: http.max_header_bytes)
+├── OverloadedError            code "overloaded", 503 (HTTP edge: too many requests or connections; Retry-After)
+├── HTTPStatusError            any other status the HTTP framework raises; code and status given per instance
 └── OpError                    wraps a failure inside a flow; code and status come from its cause
 
 Programming errors, never a client's fault (a 500 if one escapes):
@@ -40,6 +46,12 @@ __all__ = [
     "DimensionMismatchError",
     "EmbeddingError",
     "FlowDeclarationError",
+    "HTTPStatusError",
+    "HeaderTooLargeError",
+    "MethodNotAllowedError",
+    "OverloadedError",
+    "PayloadTooLargeError",
+    "RequestTimeoutError",
     "FlowSyntaxError",
     "InvalidRequestError",
     "LLMError",
@@ -192,6 +204,42 @@ class ServiceConnectionError(ReMeError):
 
     code = "connection_error"
     status = 503
+
+
+class MethodNotAllowedError(ReMeError):
+    code = "method_not_allowed"
+    status = 405
+
+
+class RequestTimeoutError(ReMeError):
+    code = "request_timeout"
+    status = 408
+
+
+class PayloadTooLargeError(ReMeError):
+    code = "payload_too_large"
+    status = 413
+
+
+class HeaderTooLargeError(ReMeError):
+    code = "header_too_large"
+    status = 431
+
+
+class OverloadedError(ReMeError):
+    """The server is at its request or connection limit; answered with `Retry-After`."""
+
+    code = "overloaded"
+    status = 503
+
+
+class HTTPStatusError(ReMeError):
+    """A status the HTTP framework raised that has no class of its own (its code and status given here)."""
+
+    def __init__(self, message: str, *, status: int, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
 
 
 class OpError(ReMeError):

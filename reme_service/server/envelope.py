@@ -14,14 +14,6 @@ from reme_service.errors import ReMeError, error_envelope
 Headers = list[tuple[bytes, bytes]]
 
 
-def edge_error(code: str, status: int, message: str) -> ReMeError:
-    """A `ReMeError` with this code and status (edge failures have no class of their own in `errors.py` yet)."""
-    error = ReMeError(message)
-    error.code = code
-    error.status = status
-    return error
-
-
 def request_id_from(headers: Iterable[tuple[bytes, bytes]]) -> str:
     """The client's `x-request-id` (printable, ≤ 64 characters) or a fresh one."""
     for name, value in headers:

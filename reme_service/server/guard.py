@@ -18,8 +18,14 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from reme_service.errors import ReMeError
-from reme_service.server.envelope import edge_error, envelope_response, request_id_from
+from reme_service.errors import (
+    InvalidRequestError,
+    OverloadedError,
+    PayloadTooLargeError,
+    ReMeError,
+    RequestTimeoutError,
+)
+from reme_service.server.envelope import envelope_response, request_id_from
 
 logger = logging.getLogger("reme_service.http")
 
@@ -75,7 +81,7 @@ class EdgeGuard:
         limit = self.limits.limit_concurrency
         if limit is not None and self.in_flight >= limit:
             logger.warning("overloaded: %d requests in flight (limit %d)", self.in_flight, limit)
-            error = edge_error("overloaded", 503, f"the server is busy ({limit} requests in flight); retry shortly")
+            error = OverloadedError(f"the server is busy ({limit} requests in flight); retry shortly")
             raise _Rejected(error, close=True, retry_after=self.limits.retry_after)
 
     def _check_declared_length(self, scope: Message) -> None:
@@ -84,14 +90,12 @@ class EdgeGuard:
                 try:
                     declared = int(value)
                 except ValueError:
-                    raise _Rejected(edge_error("invalid_request", 400, "invalid Content-Length"), close=True) from None
+                    raise _Rejected(InvalidRequestError("invalid Content-Length"), close=True) from None
                 if declared > self.limits.max_body_bytes:
                     raise _Rejected(self._too_large(), close=True)
 
     def _too_large(self) -> ReMeError:
-        return edge_error(
-            "payload_too_large", 413, f"request body larger than http.max_body_bytes ({self.limits.max_body_bytes})"
-        )
+        return PayloadTooLargeError(f"request body larger than http.max_body_bytes ({self.limits.max_body_bytes})")
 
     async def _read_body(self, receive: Receive) -> list[Message] | None:
         messages: list[Message] = []
@@ -100,10 +104,8 @@ class EdgeGuard:
             try:
                 message = await asyncio.wait_for(receive(), self.limits.body_timeout)
             except TimeoutError:
-                error = edge_error(
-                    "request_timeout",
-                    408,
-                    f"request body stalled for {self.limits.body_timeout:g}s (http.body_timeout)",
+                error = RequestTimeoutError(
+                    f"request body stalled for {self.limits.body_timeout:g}s (http.body_timeout)"
                 )
                 raise _Rejected(error, close=True) from None
             if message["type"] == "http.disconnect":

@@ -14,9 +14,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reme_service.errors import InvalidRequestError, NotFoundError, ReMeError, error_envelope
+from reme_service.errors import (
+    HTTPStatusError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    ReMeError,
+    error_envelope,
+)
 from reme_service.flow.context import FlowResponse
-from reme_service.server.envelope import edge_error, request_id_from
+from reme_service.server.envelope import request_id_from
 
 INPUT_EXCERPT = 200  # characters of an invalid input's JSON echoed back in a 422
 MAX_DETAIL_ITEMS = 50  # field errors listed in one 422
@@ -109,6 +116,7 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
         if exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")
             message = f"method {request.method} not allowed on {path}; use {allowed or 'another method'}"
-            return _envelope(edge_error("method_not_allowed", 405, message), request, exc.headers)
+            return _envelope(MethodNotAllowedError(message), request, exc.headers)
         code = _CODES.get(exc.status_code, "internal_error" if exc.status_code >= 500 else "invalid_request")
-        return _envelope(edge_error(code, exc.status_code, str(exc.detail)), request, exc.headers)
+        error = HTTPStatusError(str(exc.detail), status=exc.status_code, code=code)
+        return _envelope(error, request, exc.headers)

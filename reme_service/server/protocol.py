@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from reme_service.server.envelope import edge_error, raw_response
+from reme_service.errors import HeaderTooLargeError, OverloadedError
+from reme_service.server.envelope import raw_response
 
 logger = logging.getLogger("reme_service.http")
 
@@ -81,7 +82,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         if self._head_pending and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
             self._cancel_head_timer()
             message = f"request head larger than {self.max_header_bytes} bytes"
-            self.transport.write(raw_response(edge_error("header_too_large", 431, message)))
+            self.transport.write(raw_response(HeaderTooLargeError(message)))
             self.transport.close()
 
     def on_headers_complete(self) -> None:
@@ -132,7 +133,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             oldest.transport.close()
             return
         logger.warning("connection cap %d reached and every connection is busy: refusing", self.max_connections)
-        error = edge_error("overloaded", 503, "the server is at its connection limit; retry shortly")
+        error = OverloadedError("the server is at its connection limit; retry shortly")
         self._cancel_head_timer()
         self.transport.write(raw_response(error, retry_after=self.retry_after))
         self.transport.close()
