@@ -16,7 +16,9 @@ added on the server needs no client change. Fields left as `None` are not sent, 
 A failure raises the service's own exception type (`reme_service.errors`), chosen by the envelope's `code` and
 carrying the server's `status`, `message` and `request_id`; a request-schema error (HTTP 422) raises
 `RequestValidationError` with one line per bad field. Connection failures (nothing was sent) are retried with
-exponential backoff and then raise `ServiceConnectionError`; a request that reached the server is never resent.
+exponential backoff and then raise `ServiceConnectionError`; a request that reached the server is never resent,
+except when the server answered 503 `overloaded` (it refused the request before running it): then the client waits
+the `Retry-After` the server gave (at most 30 s) and sends it again, up to `retries` times.
 """
 
 from __future__ import annotations
@@ -35,13 +37,19 @@ from reme_service.errors import (
     ConfigError,
     DimensionMismatchError,
     EmbeddingError,
+    FlowDeclarationError,
     FlowSyntaxError,
+    HeaderTooLargeError,
     InvalidRequestError,
     LLMError,
+    MethodNotAllowedError,
     NotFoundError,
+    OverloadedError,
     PathNotAllowedError,
+    PayloadTooLargeError,
     ProviderError,
     ReMeError,
+    RequestTimeoutError,
     RequestValidationError,
     ServiceConnectionError,
     StoreError,
@@ -68,16 +76,27 @@ ERROR_TYPES: dict[str, type[ReMeError]] = {
         EmbeddingError,
         StoreError,
         DimensionMismatchError,
+        FlowDeclarationError,
+        MethodNotAllowedError,
+        RequestTimeoutError,
+        PayloadTooLargeError,
+        HeaderTooLargeError,
+        OverloadedError,
     )
 }
 _BY_STATUS: dict[int, type[ReMeError]] = {
     400: InvalidRequestError,
     403: PathNotAllowedError,
     404: NotFoundError,
+    405: MethodNotAllowedError,
+    408: RequestTimeoutError,
+    413: PayloadTooLargeError,
     422: RequestValidationError,
+    431: HeaderTooLargeError,
     502: ProviderError,
     503: StoreError,
 }
+MAX_RETRY_AFTER = 30.0  # longest `Retry-After` the client honours before giving up on an overloaded server
 
 
 class FlowResult(BaseModel):
@@ -127,7 +146,7 @@ def error_from_response(response: httpx.Response) -> ReMeError:
         cls = ERROR_TYPES.get(code) or _BY_STATUS.get(status, ReMeError)
         details = {**(error.get("details") or {}), "request_id": error.get("request_id", request_id)}
         return _make_error(cls, str(error.get("message", "")), status, code, details)
-    # Not the service's envelope (a proxy, or uvicorn's own 503 over limit_concurrency): keep the status and text.
+    # Not the service's envelope (a proxy in front of it): keep the status and text.
     text = response.text.strip()[:500] or response.reason_phrase
     return _make_error(ReMeError, f"HTTP {status}: {text}", status, "http_error", {"request_id": request_id})
 
@@ -203,6 +222,23 @@ class _ClientBase(Generic[H]):
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2**attempt)
 
+    def _overload_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """How long to wait before sending again when the server answered `overloaded` (it did not run the request,
+        so any flow may be retried), or None: not overloaded, no retries left, or a `Retry-After` too long."""
+        if response.status_code != 503 or attempt >= self.retries:
+            return None
+        try:
+            code = response.json()["metadata"]["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        if code != OverloadedError.code:
+            return None
+        try:
+            wait = float(response.headers.get("retry-after", ""))
+        except ValueError:
+            wait = self._delay(attempt)
+        return wait if 0 <= wait <= MAX_RETRY_AFTER else None
+
     def __getattr__(self, name: str) -> Callable[..., Any]:
         # Any flow the server offers without a typed method here: `client.new_flow(**fields)`.
         if name.startswith("_"):
@@ -227,11 +263,16 @@ class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
     def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                return self._http.request(method, f"{self.base_url}{path}", json=json)
+                response = self._http.request(method, f"{self.base_url}{path}", json=json)
             except _RETRYABLE as exc:
                 if attempt == self.retries:
                     raise _connection_error(self.base_url, attempt + 1, exc) from exc
                 time.sleep(self._delay(attempt))
+                continue
+            wait = self._overload_delay(response, attempt)
+            if wait is None:
+                return response
+            time.sleep(wait)
         raise AssertionError("unreachable")
 
     def call(self, flow: str, /, **fields: Any) -> FlowResult:
@@ -265,11 +306,16 @@ class AsyncReMeClient(_ClientBase[httpx.AsyncClient], FlowMethods[Awaitable[Flow
     async def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                return await self._http.request(method, f"{self.base_url}{path}", json=json)
+                response = await self._http.request(method, f"{self.base_url}{path}", json=json)
             except _RETRYABLE as exc:
                 if attempt == self.retries:
                     raise _connection_error(self.base_url, attempt + 1, exc) from exc
                 await asyncio.sleep(self._delay(attempt))
+                continue
+            wait = self._overload_delay(response, attempt)
+            if wait is None:
+                return response
+            await asyncio.sleep(wait)
         raise AssertionError("unreachable")
 
     def call(self, flow: str, /, **fields: Any) -> Awaitable[FlowResult]:

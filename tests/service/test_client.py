@@ -12,6 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from reme_service.app import ReMeApp
 from reme_service.client import (
@@ -22,9 +26,17 @@ from reme_service.client import (
     ServiceConnectionError,
 )
 from reme_service.client_flows import FlowMethods
-from reme_service.errors import InvalidRequestError, LLMError, NotFoundError, PathNotAllowedError, ReMeError
+from reme_service.errors import (
+    InvalidRequestError,
+    LLMError,
+    NotFoundError,
+    OverloadedError,
+    PathNotAllowedError,
+    ReMeError,
+)
 from reme_service.server.http import create_http_app
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -221,3 +233,47 @@ def test_every_flow_has_a_method_whose_fields_the_flow_accepts(tmp_path: Path) -
             assert required <= set(named), f"{name}: required fields {required - set(named)} lack a parameter"
     finally:
         reme.close()
+
+
+def _busy_then_ok(busy_times: int, retry_after: str) -> tuple[Starlette, list[float]]:
+    """A loopback server that answers the service's `overloaded` 503 `busy_times` times, then a success envelope;
+    it records when each request arrived."""
+    arrivals: list[float] = []
+
+    async def flow(request: Request) -> JSONResponse:
+        arrivals.append(time.monotonic())
+        if len(arrivals) <= busy_times:
+            error = {"code": "overloaded", "message": "busy", "request_id": "r"}
+            body = {"answer": "", "success": False, "metadata": {"error": error}}
+            return JSONResponse(body, status_code=503, headers={"retry-after": retry_after})
+        return JSONResponse({"answer": "ok", "success": True, "metadata": {}})
+
+    return Starlette(routes=[Route("/vector_store", flow, methods=["POST"])]), arrivals
+
+
+def test_an_overloaded_answer_is_retried_after_the_servers_retry_after() -> None:
+    app, arrivals = _busy_then_ok(2, "0.2")
+    with serve_in_thread(app) as base_url, ReMeClient(base_url, retries=3) as reme:
+        result = reme.vector_store("list", workspace_id="w")
+    assert result.answer == "ok" and len(arrivals) == 3
+    assert all(later - earlier >= 0.19 for earlier, later in zip(arrivals, arrivals[1:], strict=False))
+
+
+def test_overloaded_past_the_retries_raises_overloaded_error() -> None:
+    app, arrivals = _busy_then_ok(10, "0")
+    with (
+        serve_in_thread(app) as base_url,
+        ReMeClient(base_url, retries=2) as reme,
+        pytest.raises(OverloadedError) as caught,
+    ):
+        reme.vector_store("list", workspace_id="w")
+    assert caught.value.status == 503 and len(arrivals) == 3
+
+
+@pytest.mark.anyio
+async def test_the_async_client_retries_an_overloaded_answer_too() -> None:
+    app, arrivals = _busy_then_ok(1, "0")
+    with serve_in_thread(app) as base_url:
+        async with AsyncReMeClient(base_url, retries=1) as reme:
+            result = await reme.vector_store("list", workspace_id="w")
+    assert result.answer == "ok" and len(arrivals) == 2
