@@ -17,6 +17,11 @@ gets a fresh random id, so a log already folded into a newer snapshot (a crash b
 compaction), or left behind by a deleted workspace, is never replayed. A torn last line (no newline, or not a
 valid record) is dropped and truncated away; a bad line followed by good ones is corruption (`StoreError`).
 
+Open files: a log is appended to through an `O_APPEND` descriptor kept open between writes, but at most
+`max_open_files` of them are open at once, whatever the number of workspaces (`_Handles`, least recently used
+closed first). Every append is fsynced before it returns, so closing a descriptor loses nothing; a closed log is
+reopened, in append mode, by its next write.
+
 Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
 scans file names. All file I/O runs in worker threads, under the workspace's write lock.
@@ -38,8 +43,11 @@ import ctypes
 import logging
 import os
 import sys
+import threading
 import uuid
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -67,7 +75,7 @@ TRIM_AFTER_NODES = 10_000
 _RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity: a key of `_Handles`
 class _Wal:
     """The log of one loaded workspace."""
 
@@ -75,7 +83,7 @@ class _Wal:
     snapshot_id: str  # the wal_id of the snapshot on disk; the log's header must carry it
     ready: bool = False  # the file starts with that header and ends with a whole line
     needs_snapshot: bool = False  # a failed append could not be undone: compact before appending again
-    fd: int | None = None
+    fd: int | None = None  # owned by `_Handles`: opened, closed and evicted there only
     size: int = 0
     records: int = 0
 
@@ -110,10 +118,67 @@ def _lock_dir(store_dir: Path) -> int | None:
     return fd
 
 
-def _close(wal: _Wal) -> None:
-    if wal.fd is not None:
-        fd, wal.fd = wal.fd, None
-        os.close(fd)
+class _Handles:
+    """The open log descriptors of one store: at most `limit` open, the least recently used closed first.
+
+    A log in use (an append in a worker thread, between `use` and its end) is never closed by another thread's
+    eviction; if more than `limit` are in use at once (more concurrent appends than the limit), the excess is
+    closed as soon as they end. All opening and closing happens under one lock, so a descriptor is never closed
+    twice nor used after its number was reused.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: OrderedDict[_Wal, None] = OrderedDict()  # least recently used first
+        self._in_use: set[_Wal] = set()
+
+    @contextmanager
+    def use(self, wal: _Wal) -> Iterator[int]:
+        """The log's descriptor (opened in append mode if it is closed), reserved for the caller until the end."""
+        with self._lock:
+            if wal.fd is None:
+                self._evict(self.limit - 1)
+                wal.fd = os.open(wal.path, os.O_WRONLY | os.O_APPEND)
+            self._open[wal] = None
+            self._open.move_to_end(wal)
+            self._in_use.add(wal)
+        try:
+            yield wal.fd
+        finally:
+            with self._lock:
+                self._in_use.discard(wal)
+                self._evict(self.limit)
+
+    def close(self, wal: _Wal) -> None:
+        """Close the log's descriptor, if open (the caller holds the workspace's write lock: it is not in use)."""
+        with self._lock:
+            self._open.pop(wal, None)
+            self._close(wal)
+
+    def close_all(self) -> None:
+        with self._lock:
+            for wal in list(self._open):
+                self._close(wal)
+            self._open.clear()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def _evict(self, keep: int) -> None:
+        """Close least recently used logs not in use until at most `keep` are open (or only logs in use are)."""
+        for wal in list(self._open):
+            if len(self._open) <= keep:
+                return
+            if wal not in self._in_use:
+                del self._open[wal]
+                self._close(wal)
+
+    @staticmethod
+    def _close(wal: _Wal) -> None:
+        if wal.fd is not None:
+            fd, wal.fd = wal.fd, None
+            os.close(fd)
 
 
 def _encode_node(node: StoredNode) -> bytes:
@@ -221,35 +286,35 @@ def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
     wal.ready, wal.size, wal.records = True, pos, records
 
 
-def _reset_wal(wal: _Wal) -> None:
+def _reset_wal(wal: _Wal, handles: _Handles) -> None:
     """Replace the log by an empty one for the current snapshot."""
-    _close(wal)
+    handles.close(wal)
     header = orjson.dumps({"op": "wal", "wal_id": wal.snapshot_id}) + b"\n"
     atomic_write(wal.path, [header])
     wal.ready, wal.size, wal.records = True, len(header), 0
 
 
-def _append(wal: _Wal, encode: Callable[[], bytes]) -> None:
+def _append(wal: _Wal, handles: _Handles, encode: Callable[[], bytes]) -> None:
     """Append one record and fsync it; on failure undo the partial line (or demand a compaction)."""
     data = encode()
     try:
-        if wal.fd is None:
-            wal.fd = os.open(wal.path, os.O_WRONLY | os.O_APPEND)
-        append_synced(wal.fd, data)
-    except OSError as exc:
-        if not _truncate_back(wal):
-            wal.needs_snapshot = True
+        with handles.use(wal) as fd:
+            try:
+                append_synced(fd, data)
+            except OSError:
+                if not _truncate_back(fd, wal.size):
+                    wal.needs_snapshot = True
+                raise
+    except OSError as exc:  # the open failed (nothing written), or the append did (cut back above)
         raise StoreError(f"could not append to {wal.path}: {exc}") from exc
     wal.size += len(data)
     wal.records += 1
 
 
-def _truncate_back(wal: _Wal) -> bool:
+def _truncate_back(fd: int, size: int) -> bool:
     """Cut a failed append off the log; False when that is impossible (the log must then be rewritten)."""
-    if wal.fd is None:
-        return False
     try:
-        truncate_synced(wal.fd, wal.size)
+        truncate_synced(fd, size)
     except OSError:
         return False
     return True
@@ -284,6 +349,7 @@ class LocalVectorStore(MemoryVectorStore):
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
+        self._handles = _Handles(params.max_open_files)
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
 
@@ -370,8 +436,8 @@ class LocalVectorStore(MemoryVectorStore):
         self._wals[workspace_id] = wal
         try:
             if old is not None:
-                await self._io(_close, old)
-            await self._io(_reset_wal, wal)
+                await self._io(self._handles.close, old)
+            await self._io(_reset_wal, wal, self._handles)
         except StoreError as exc:  # the old log is stale now; the next append resets it
             logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
 
@@ -380,7 +446,7 @@ class LocalVectorStore(MemoryVectorStore):
 
     def _remove_files(self, workspace_id: str, wal: _Wal | None) -> bool:
         if wal is not None:
-            _close(wal)
+            self._handles.close(wal)
         snapshot = self._snapshot_path(workspace_id)
         existed = snapshot.is_file()
         snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
@@ -402,8 +468,8 @@ class LocalVectorStore(MemoryVectorStore):
         if wal.needs_snapshot:
             await self._compact(workspace_id, state, wal)
         elif not wal.ready:
-            await self._io(_reset_wal, wal)
-        await self._io(_append, wal, encode)
+            await self._io(_reset_wal, wal, self._handles)
+        await self._io(_append, wal, self._handles, encode)
 
     async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = self._wals[workspace_id]
@@ -418,7 +484,7 @@ class LocalVectorStore(MemoryVectorStore):
         wal_id = uuid.uuid4().hex
         await self._io(self._write_snapshot, workspace_id, state, wal_id)
         wal.snapshot_id, wal.ready, wal.needs_snapshot = wal_id, False, False
-        await self._io(_reset_wal, wal)
+        await self._io(_reset_wal, wal, self._handles)
 
     async def compact(self, workspace_id: str) -> None:
         """Fold the workspace's log into a new snapshot now (no-op for an unknown workspace)."""
@@ -442,7 +508,8 @@ class LocalVectorStore(MemoryVectorStore):
                 except StoreError as exc:  # nothing is lost: the log still holds the writes
                     logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
                 finally:
-                    await self._io(_close, wal)
+                    await self._io(self._handles.close, wal)
+        await self._io(self._handles.close_all)  # logs of workspaces forgotten by a drop or a replace, if any
         if self._dir_lock is not None:
             fd, self._dir_lock = self._dir_lock, None
             os.close(fd)

@@ -27,6 +27,8 @@ class LocalStoreParams(BaseModel):
     store_dir: Path | None = None  # default: <data_dir>/vector_store; a relative path is relative to the CWD
     compact_after_records: int = Field(default=1_000, ge=1)
     compact_after_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    # write-ahead logs kept open between writes, whatever the number of workspaces (least recently used closed)
+    max_open_files: int = Field(default=128, ge=1)
 
 
 class ChromaStoreParams(BaseModel):

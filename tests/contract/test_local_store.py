@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import random
+import resource
 import signal
 import stat
 import subprocess
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,6 +240,62 @@ async def test_replace_workspace_writes_a_snapshot_and_resets_the_log(tmp_path: 
     assert snapshot_header(tmp_path / f"{WS}.snap")["count"] == 2
     reopened = open_store(tmp_path)
     assert await state_of(reopened) == await state_of(store)
+
+
+# ----- open files -----
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@contextmanager
+def fd_limit(soft: int) -> Iterator[None]:
+    """Lower this process's soft limit on open files (RLIMIT_NOFILE) for the block."""
+    old_soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (old_soft, hard))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_open_files_stay_bounded_whatever_the_number_of_workspaces(tmp_path: Path) -> None:
+    """Each log used to stay open: with 1,024 descriptors allowed, the ~1,006th workspace written got a 503
+    ("Too many open files"). Now at most `max_open_files` logs are open; the others are reopened to append."""
+    workspaces, bound, spare = 1_200, LocalStoreParams().max_open_files, 64
+    assert bound == 128
+    store = open_store(tmp_path)
+    await store.start()
+    baseline = open_fds()
+    most = 0
+    with fd_limit(baseline + bound + spare):  # the 1,200 logs cannot all be open, as with a ulimit of 1,024
+        for round_ in ("a", "b"):  # the second round reopens logs closed by the first
+            for n in range(workspaces):
+                await store.upsert(f"ws{n}", [make_node(f"{round_}{n}", vector=unit_vector(n))])
+                most = max(most, open_fds())
+    assert most - baseline <= bound + 8, f"{most - baseline} descriptors open beyond the baseline"
+
+    restarted = open_store(tmp_path)  # `store` is never closed: every write must be in the logs on disk
+    for n in range(0, workspaces, 7):
+        assert ids(await restarted.list_nodes(f"ws{n}")) == [f"a{n}", f"b{n}"]
+    assert len(await restarted.list_workspaces()) == workspaces
+    await store.close()
+    assert open_fds() <= baseline - 1  # every log and the directory lock are closed
+
+
+async def test_concurrent_appends_beyond_the_bound_all_land(tmp_path: Path) -> None:
+    """Many workspaces appending at once through 2 open logs: a log is never closed under a running append."""
+    store = open_store(tmp_path, max_open_files=2)
+    await store.start()
+    writes = [(f"ws{n}", f"r{round_}") for round_ in range(5) for n in range(40)]
+    await asyncio.gather(*(store.upsert(ws, [make_node(uid, vector=unit_vector(len(uid)))]) for ws, uid in writes))
+    assert len(store._handles) <= 2
+    restarted = open_store(tmp_path)  # as after a crash: from the logs on disk
+    for n in range(40):
+        assert sorted(ids(await restarted.list_nodes(f"ws{n}"))) == [f"r{round_}" for round_ in range(5)]
+    await store.close()
 
 
 # ----- fsync -----

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,40 @@ def test_read_errors(root: WorkingRoot) -> None:
         read_file(root, "s/../../outside.txt")
     (root.root / "empty.txt").write_text("")
     assert read_file(root, "empty.txt").text == ""
+
+
+# ----- the time budget of a client's pattern -----
+
+BOMB = r"(a|a)+$"  # overlapping alternatives: every extra "a" doubles the backtracking before "!" fails it
+
+
+def test_a_backtracking_pattern_is_a_400_within_its_budget(root: WorkingRoot) -> None:
+    (root.root / "bomb.txt").write_text("no a here\n" + "a" * 30 + "!\n", encoding="utf-8")
+    started = time.monotonic()
+    with pytest.raises(InvalidRequestError, match=r"took longer than 0\.2 s .*line 2.*simplify it"):
+        grep_file(root, "bomb.txt", BOMB, timeout=0.2)
+    assert time.monotonic() - started < 0.2 + 1.0  # unbounded, this line takes minutes
+
+
+def test_the_budget_is_for_all_lines_together(root: WorkingRoot) -> None:
+    """No line alone exceeds the budget; together they do."""
+    line = "a" * 12 + "!\n"
+    (root.root / "one.txt").write_text(line, encoding="utf-8")
+    (root.root / "many.txt").write_text(line * 5000, encoding="utf-8")
+    assert grep_file(root, "one.txt", BOMB, timeout=0.1).matches == 0
+    with pytest.raises(InvalidRequestError, match=r"took longer than 0\.1 s"):
+        grep_file(root, "many.txt", BOMB, timeout=0.1)
+
+
+def test_the_pattern_of_the_report_no_longer_backtracks(root: WorkingRoot) -> None:
+    """`(a+)+$` on 27 characters held `re` for 9 s; `regex` sees through the nesting and answers at once."""
+    (root.root / "report.txt").write_text("a" * 27 + "!\n" + "a" * 27 + "\n", encoding="utf-8")
+    result = grep_file(root, "report.txt", r"(a+)+$", timeout=0.5)
+    assert result.text == "report.txt:2:" + "a" * 27
+
+
+def test_python_re_syntax_still_works(root: WorkingRoot) -> None:
+    assert grep_file(root, "s/log.txt", r"(?P<code>\d{4}) (?:declined|timeout)$").matches == 2
+    assert grep_file(root, "s/log.txt", r"(?<=payment )4712\b").matches == 1
+    assert grep_file(root, "s/log.txt", r"(?-i:Error)", case_sensitive=False).matches == 1
+    assert grep_file(root, "s/log.txt", r"[(]1/3[)]").matches == 1

@@ -1,8 +1,11 @@
 """The working-memory flows through the Python API (`ReMeApp.async_execute`): configurable token counters, op
-parameters checked at start-up, and the no-LLM compression path in Chinese."""
+parameters checked at start-up, the no-LLM compression path in Chinese, and the time budget of grep patterns."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,10 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.errors import ConfigError
-from reme_service.ops.working import MessageOffloadOp
+from reme_service.ops.working import MessageOffloadOp, file_tools
 from reme_service.ops.working.message_io import parse_messages
 from reme_service.ops.working.token_count import TokenizerTokenCounter
+from tests.conditions import until
 
 pytestmark = pytest.mark.anyio
 
@@ -61,6 +65,7 @@ async def test_minilm_counter_is_configurable_per_flow(tmp_path: Path) -> None:
         ("MessageOffloadOp(max_concurrency=0)", "max_concurrency"),
         ("ReactSearchOp(search_tool='web')", "unknown search_tool 'web'; available: vector_store"),
         ("AgenticRetrieveOp(max_steps=0)", "max_steps"),
+        ("GrepOp(grep_timeout=0)", "grep_timeout"),
     ],
 )
 def test_bad_op_parameters_stop_the_start(tmp_path: Path, expression: str, message: str) -> None:
@@ -93,3 +98,64 @@ def test_ops_with_equal_parameters_are_equal() -> None:
     assert MessageOffloadOp() == MessageOffloadOp()
     assert MessageOffloadOp(token_counter="minilm") != MessageOffloadOp()
     assert repr(MessageOffloadOp(token_counter="minilm")) == "MessageOffloadOp(token_counter='minilm')"
+
+
+class WatchedPattern:
+    """A compiled pattern that notes when its search of a line beginning with 'aaa' (the bomb) starts and ends."""
+
+    def __init__(self, pattern: Any) -> None:
+        self.pattern = pattern
+        self.started = threading.Event()
+        self.span: list[float] = []
+
+    def search(self, line: str, **options: Any) -> Any:
+        if not line.startswith("aaa"):
+            return self.pattern.search(line, **options)
+        self.span.append(time.monotonic())
+        self.started.set()
+        try:
+            return self.pattern.search(line, **options)
+        finally:
+            self.span.append(time.monotonic())
+
+
+async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`(a|a)+$` on 24 "a"s and a "!" backtracks for seconds; with the default budget of 1 s the request is a 400
+    within it, and all the while the event loop keeps answering health checks and other greps."""
+    watched: list[WatchedPattern] = []
+
+    def compile_pattern(*args: Any, **options: Any) -> WatchedPattern:
+        watched.append(WatchedPattern(real_compile(*args, **options)))
+        return watched[-1]
+
+    real_compile = file_tools.compile_pattern
+    monkeypatch.setattr(file_tools, "compile_pattern", compile_pattern)
+    folder = tmp_path / "working_memory"
+    folder.mkdir()
+    (folder / "bomb.txt").write_text("a" * 24 + "!\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    answered: list[float] = []  # when each health check and other grep answered
+    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]') as reme:
+        started = time.monotonic()
+        bomb = asyncio.create_task(
+            reme.async_execute(name="grep_working_memory", file_path="bomb.txt", pattern=r"(a|a)+$")
+        )
+        await until(lambda: bool(watched) and watched[0].started.is_set())
+        while not bomb.done():
+            health = await reme.health()
+            other = await reme.async_execute(name="grep_working_memory", file_path="notes.txt", pattern="^b")
+            assert health["status"] == "healthy" and other["answer"] == "notes.txt:2:beta"
+            answered.append(time.monotonic())
+        answer = await bomb
+        elapsed = time.monotonic() - started
+    begin, end = watched[0].span
+    assert end - begin >= 0.5  # the bomb did take its time...
+    moments = [begin, *(t for t in answered if begin < t < end), end]
+    longest_wait = max(b - a for a, b in zip(moments, moments[1:], strict=False))
+    assert longest_wait < 0.5, f"nothing was answered for {longest_wait:.2f} s while the bomb ran"  # ...alone
+    error = answer["metadata"].get("error", {})
+    assert error.get("code") == "invalid_request", answer  # 400
+    assert "the pattern took longer than 1 s" in error["message"] and "simplify it" in error["message"]
+    assert elapsed < 1.0 + 1.5

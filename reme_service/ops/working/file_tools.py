@@ -3,19 +3,29 @@
 Both report failures as errors instead of an empty success: a missing file is `NotFoundError` (404), a folder or
 a bad regular expression `InvalidRequestError` (400), a path outside the root `PathNotAllowedError` (403).
 Files are read as UTF-8 with undecodable bytes replaced, line by line, so large files are streamed.
+
+Patterns come from clients (and from LLMs), so matching has a time budget: the `regex` package (Python `re`
+syntax, `regex.V0`) stops a search when its `timeout` runs out, inside the matcher, so a catastrophically
+backtracking pattern such as `(a|a)+$` costs at most `timeout` seconds of matching per grep and then fails with
+400; the thread that ran it is free again (a `re` match cannot be interrupted at all). Searches run with
+`concurrent=True` (regex's default for `str`, spelled out): the GIL is released while matching, so other threads
+and the event loop keep running.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex
 
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.ops.working.paths import WorkingRoot
 
 MAX_PATTERN_CHARS = 1000
+DEFAULT_GREP_TIMEOUT = 1.0  # seconds of matching a grep may spend in all
 NO_MATCH = 'No matches found for pattern "{pattern}" in file_path "{path}".'
 
 
@@ -32,15 +42,15 @@ def open_file(root: WorkingRoot, file_path: str) -> tuple[Path, str]:
     return path, shown
 
 
-def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
+def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> regex.Pattern[str]:
     if not pattern:
         raise InvalidRequestError("pattern must not be empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidRequestError(f"pattern is longer than {MAX_PATTERN_CHARS} characters")
-    flags = 0 if case_sensitive else re.IGNORECASE
+    flags = regex.V0 if case_sensitive else regex.V0 | regex.IGNORECASE
     try:
-        return re.compile(re.escape(pattern) if literal else pattern, flags)
-    except re.error as exc:
+        return regex.compile(regex.escape(pattern) if literal else pattern, flags)
+    except regex.error as exc:
         raise InvalidRequestError(
             f"invalid regular expression {pattern!r}: {exc} (pass literal=true to search for the text as is)"
         ) from None
@@ -63,16 +73,31 @@ def grep_file(
     literal: bool = False,
     case_sensitive: bool = False,
     max_line_chars: int = 2000,
+    timeout: float = DEFAULT_GREP_TIMEOUT,
 ) -> GrepResult:
-    """Matching lines as `<path>:<line number>:<line>` (1-based; at most `limit`; long lines shortened)."""
-    regex = compile_pattern(pattern, literal=literal, case_sensitive=case_sensitive)
+    """Matching lines as `<path>:<line number>:<line>` (1-based; at most `limit`; long lines shortened).
+
+    The searches may take `timeout` seconds in all (reading the file is not counted); past it, 400."""
+    compiled = compile_pattern(pattern, literal=literal, case_sensitive=case_sensitive)
     path, shown = open_file(root, file_path)
     lines: list[str] = []
     truncated = False
+    left = timeout
     with path.open(encoding="utf-8", errors="replace", newline=None) as handle:
         for number, line in enumerate(handle, 1):
             line = line.rstrip("\n")
-            if regex.search(line) is None:
+            started = time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                found = compiled.search(line, timeout=left, concurrent=True)
+            except TimeoutError:
+                raise InvalidRequestError(
+                    f"the pattern took longer than {timeout:g} s to search {shown!r} (stopped at line {number}); "
+                    "simplify it: nested or overlapping repetition such as (a+)+ or (a|a)+ backtracks exponentially"
+                ) from None
+            left -= time.monotonic() - started
+            if found is None:
                 continue
             if len(lines) >= limit:
                 truncated = True

@@ -6,6 +6,8 @@ return, default 50), `case_sensitive` (default false). The answer holds `<path>:
 `No matches found for pattern "<p>" in file_path "<path>".`; `metadata.grep` says how many lines matched and
 whether the limit cut the list. ReMe 0.2 searched literally despite promising regular expressions and answered
 every failure with an empty success; here a missing file is 404, a bad pattern 400 and a path outside the root 403.
+Matching may take `grep_timeout` seconds per request (op parameter, default 1 s): a pattern that backtracks
+catastrophically answers 400 ("the pattern took longer than ...; simplify it") instead of holding a worker.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.working import fields
-from reme_service.ops.working.file_tools import grep_file
+from reme_service.ops.working.file_tools import DEFAULT_GREP_TIMEOUT, grep_file
 from reme_service.ops.working.paths import WorkingRoot
 
 PATTERN: Input[str] = Input("pattern", str, default="")
@@ -30,6 +32,9 @@ CASE_SENSITIVE: Input[bool] = Input("case_sensitive", bool, default=False)
 
 class GrepParams(OpParams):
     max_line_chars: int = Field(default=2000, ge=1, description="longer matching lines are shortened")
+    grep_timeout: float = Field(
+        default=DEFAULT_GREP_TIMEOUT, gt=0, le=60, description="seconds of regex matching a request may spend in all"
+    )
 
 
 class GrepOp(ServiceOp[GrepParams]):
@@ -46,6 +51,7 @@ class GrepOp(ServiceOp[GrepParams]):
             literal=ctx.input(LITERAL),
             case_sensitive=ctx.input(CASE_SENSITIVE),
             max_line_chars=self.params.max_line_chars,
+            timeout=self.params.grep_timeout,
         )
         ctx.response.answer = result.text
         ctx.response.metadata["grep"] = {
