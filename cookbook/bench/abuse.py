@@ -6,7 +6,7 @@ retrieval_speed.py), then measures, each beside the same figure on a quiet serve
 1. `/health` p50/p99 (and failures) while `--idle` raw TCP connections are held open, half of them silent and half
    stopped in the middle of a request head;
 2. `/health` p50/p99 while one client runs a catastrophic-backtracking regex through `grep_working_memory`
-   (`(a+)+$` on a line of `--bomb-length` a's and a '!'), and how that request ends (status and seconds);
+   (`(a|a)+$` on a line of `--bomb-length` a's and a '!'), and how that request ends (status and seconds);
 3. `retrieve_task_memory` p50/p99 on workspace B while a `--load-size` memory library loads into workspace A;
 4. the server's open file descriptors (from /proc) after `--workspaces` new workspaces got one memory each, and
    how many of those writes failed.
@@ -124,7 +124,7 @@ def idle_sockets(server: rs.Server, count: int, seconds: float) -> Figure:
 
 
 def regex_bomb(server: rs.Server, length: int, seconds: float) -> Figure:
-    """Probe /health while one `grep_working_memory` call runs `(a+)+$` on `a * length + '!'`."""
+    """Probe /health while one `grep_working_memory` call runs `(a|a)+$` on `a * length + '!'`."""
     figure = Figure(f"/health, regex bomb ({length} chars)")
     root = server.workdir / "data" / "working_memory"
     root.mkdir(parents=True, exist_ok=True)
@@ -133,7 +133,7 @@ def regex_bomb(server: rs.Server, length: int, seconds: float) -> Figure:
 
     def bomb() -> None:
         started = time.perf_counter()
-        payload = {"file_path": "bomb.txt", "pattern": "(a+)+$"}
+        payload = {"file_path": "bomb.txt", "pattern": "(a|a)+$"}  # exponential backtracking in re and regex alike
         try:
             with httpx.Client(base_url=server.base_url, timeout=seconds + 60) as client:
                 response = client.post("/grep_working_memory", json=payload)
