@@ -46,6 +46,7 @@ class JsonProblem:
 
 
 def _excerpt(value: Any) -> str:
+    """`value` as at most 40 printable characters of valid UTF-8 (a lone surrogate becomes `\\udXXX`)."""
     text = value if isinstance(value, str) else repr(value)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "..."
@@ -99,7 +100,8 @@ def find_problem(value: Any, loc: Loc = (), depth: int = 1) -> JsonProblem | Non
         )
     for key, item in items:
         if isinstance(key, str) and _has_surrogate(key):
-            return _surrogate((*loc, key), key, "object key")
+            # The location names the key with the surrogate escaped, so that the error itself stays valid UTF-8.
+            return _surrogate((*loc, _excerpt(key)), key, "object key")
         problem = find_problem(item, (*loc, key), depth + 1)
         if problem is not None:
             return problem
