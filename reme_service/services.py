@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Protocol
 
 from reme_service.config.models import AppConfig
-from reme_service.errors import ConfigError, PathNotAllowedError
+from reme_service.errors import ConfigError, InvalidRequestError, PathNotAllowedError
 from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
+from reme_service.schema.paths import path_problem
 from reme_service.stores.base import VectorStore
 
 
@@ -64,7 +65,13 @@ class Services:
             raise ConfigError(f"no vector_store named {name!r}; configured: {', '.join(self.stores)}") from None
 
     def resolve_path(self, path: str) -> Path:
-        """Resolve a client-supplied path (relative to the working directory); 403 if outside every root."""
+        """Resolve a client-supplied path (relative to the working directory); 403 if outside every root.
+
+        A path the file system cannot take (NUL, over-long part: `schema.paths.path_problem`) is a 400; request
+        fields of type `FilePath` are refused at the edge already, this covers every other caller."""
+        problem = path_problem(path)
+        if problem is not None:
+            raise InvalidRequestError(f"path {problem}", details={"field": "path"})
         resolved = Path(path).expanduser().resolve()
         for root in self.file_roots:
             if resolved == root or resolved.is_relative_to(root):

@@ -2,6 +2,11 @@
 
 Base fields every flow accepts: `workspace_id`, `query`, `messages`, `metadata`. Declared fields add types,
 required-ness, enums and bounds. Unknown extra keys are accepted and ignored, as ReMe clients may send them.
+
+Before any field is validated, the values of the declared fields are checked against the limits of
+`schema.json_limits` (64-bit integers, nesting depth, valid Unicode): a request that breaks one is a 422 at the
+offending location, before any op runs or writes anything. A `string` field may name a string schema in `items`
+(`FilePath`: a path the file system can take).
 """
 
 from __future__ import annotations
@@ -10,12 +15,19 @@ import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
 from reme_service.config.models import FlowConfig, InputField
+from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import ToolCallResult
 from reme_service.schema.messages import Message, Trajectory
+from reme_service.schema.paths import FilePath
+
+# What the stores accept as a workspace id (`stores.base.validate_workspace_id`, which also refuses ids made of
+# dots only). Shown in the OpenAPI document; enforced by the flows that use a workspace, with a 400 naming the
+# field, as ReMe 0.2 clients expect ("" is the default of the flows that do not use one).
+WORKSPACE_ID_PATTERN = "^[A-Za-z0-9._-]{0,128}$"
 
 
 class FlowRequest(BaseModel):
@@ -23,10 +35,23 @@ class FlowRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    workspace_id: str = Field(default="", description="the workspace (tenant) to read and write")
+    workspace_id: str = Field(
+        default="",
+        description="the workspace (tenant) to read and write: 1-128 characters from [A-Za-z0-9._-], not only dots",
+        json_schema_extra={"pattern": WORKSPACE_ID_PATTERN, "maxLength": 128},
+    )
     query: str = Field(default="", description="the query text")
     messages: list[Message] = Field(default_factory=list, description="OpenAI-style chat messages")
     metadata: dict[str, Any] = Field(default_factory=dict, description="free-form request metadata")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_json_limits(cls, data: Any) -> Any:
+        """Refuse out-of-range integers, too-deep nesting and lone surrogates in the declared fields (422)."""
+        if isinstance(data, Mapping):
+            declared = {name: data[name] for name in cls.model_fields if name in data}
+            check_json_values(declared, cls.__name__)
+        return data
 
 
 def parse_tool_names(value: str | list[str]) -> list[str]:
@@ -55,6 +80,7 @@ ITEM_SCHEMAS: dict[str, Any] = {
     "integer": int,
     "number": float,
     "ToolNames": ToolNames,
+    "FilePath": FilePath,
 }
 
 _SCALARS: dict[str, Any] = {
@@ -80,6 +106,11 @@ def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
         # `items` on an `any` field names the schema of the value itself (e.g. ToolNames: a string or a list).
         if spec.items not in schemas:
             raise ValueError(f"unknown value schema {spec.items!r}; valid: {', '.join(schemas)}")
+        return schemas[spec.items]
+    if spec.type == "string" and spec.items is not None:
+        # `items` on a `string` field names a constrained string type (e.g. FilePath).
+        if spec.items not in schemas:
+            raise ValueError(f"unknown string schema {spec.items!r}; valid: {', '.join(schemas)}")
         return schemas[spec.items]
     return _SCALARS[spec.type]
 

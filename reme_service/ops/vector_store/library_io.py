@@ -50,7 +50,8 @@ def _memories(file: Path) -> Iterator[BaseMemory]:
 
 def _write(file: Path, memories: Sequence[BaseMemory]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+    # A fixed short temp name: `.{file.name}.xxxxxxxx` would pass the 255-byte limit for a name that fits it.
+    fd, tmp = tempfile.mkstemp(prefix=".library-", suffix=".tmp", dir=file.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             for memory in memories:

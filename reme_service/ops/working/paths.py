@@ -4,7 +4,8 @@ Every working-memory file lives under the configured root (`AppConfig.working_me
 the config is built). Client paths (`store_dir`, `file_path`) are read relative to that root; an absolute path
 is accepted only when it already points inside it. A path is judged by where it *resolves* — `..` components
 and symlinks are followed first — so `../x`, `/etc/passwd`, `~/x` or a symlink leading out of the root are all
-refused with `PathNotAllowedError` (HTTP 403), and the message never reveals the server's directory layout.
+refused with `PathNotAllowedError` (HTTP 403), and the message never reveals the server's directory layout. A path
+the file system cannot take (a NUL, a part over 255 bytes: `schema.paths.path_problem`) is a 400.
 
 File names built from client values (`tool_call_id`, `chat_id`) go through `safe_stem`, so they can never hold a
 path separator or start with a dot. Paths handed back to clients (placeholders, `write_file_dict` keys, grep
@@ -22,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from reme_service.durable import fsync_path
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
+from reme_service.schema.paths import path_problem
 
 MAX_STEM_CHARS = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -45,8 +47,9 @@ class WorkingRoot:
 
     def resolve(self, path: str, *, field: str = "path") -> Path:
         """The absolute path `path` stands for (relative to the root); 403 when it resolves outside."""
-        if "\x00" in path:
-            raise InvalidRequestError(f"{field} contains a NUL character")
+        problem = path_problem(path)  # paths from an agent's tool calls do not pass the request model's check
+        if problem is not None:
+            raise InvalidRequestError(f"{field} {problem}", details={"field": field})
         if path.startswith("~"):
             raise PathNotAllowedError(f"{field} {path!r} is outside the working-memory root (no '~' paths)")
         candidate = Path(path) if os.path.isabs(path) else self.root / path
