@@ -30,11 +30,6 @@ pytestmark = [pytest.mark.service, pytest.mark.slow]
 SEED = 15
 MAX_EXAMPLES = 25  # per operation and phase
 
-# Failures in FastAPI's own shape `{"detail": "<text>"}` that belong to the HTTP edge (server/http.py, changed by
-# another part of issue 15): 400 "There was an error parsing the body" for a body that is not JSON, and 405 for a
-# wrong method. Excluded here from the envelope check only (never from the 5xx check); drop an entry once the edge
-# answers it with the envelope.
-EDGE_DETAIL_BODIES = frozenset({(400, "There was an error parsing the body"), (405, "Method Not Allowed")})
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +85,6 @@ def shape_problem(status: int, content: bytes) -> str | None:
     error = body.get("metadata", {}).get("error") if isinstance(body.get("metadata"), dict) else None
     if body.get("success") is False and body.get("answer") == "" and isinstance(error, dict):
         return None if isinstance(error.get("code"), str) and isinstance(error.get("message"), str) else "bad error"
-    if (status, body.get("detail")) in EDGE_DETAIL_BODIES:
-        return None  # see EDGE_DETAIL_BODIES
     return "not the envelope"
 
 
