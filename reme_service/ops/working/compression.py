@@ -129,8 +129,9 @@ def archive_text(group: Sequence[Message]) -> str:
 
     The same text as `json.dumps(simple_dicts(group), ensure_ascii=False, indent=2)`, built message by message:
     that call ends by joining millions of small pieces, and by freeing the whole list of dicts, in single steps
-    that hold the GIL (~0.1 s for 100k messages, stalling the event loop while a worker thread runs them). A dumped value has no raw newline inside
-    its strings (JSON escapes them), so indenting an item is replacing each newline."""
+    that hold the GIL (~0.1 s for 100k messages, stalling the event loop while a worker thread runs them). A
+    dumped value has no raw newline inside its strings (JSON escapes them), so indenting an item is replacing
+    each newline."""
     if not group:
         return "[]"
     # one dict at a time: freeing 100k dicts at once is another long GIL hold
