@@ -27,6 +27,9 @@ from reme_service.stores.packed import pack_nodes
 logger = logging.getLogger("reme_service.library")
 
 PROGRESS_SECONDS = 5.0
+# Memories parsed between two voluntary GIL hand-offs (~2 ms of work). Without them the event loop's thread waited
+# 25-100 ms at a time for the GIL while a 10,000-memory library was parsed (2 busy cores); with them, never 20 ms.
+YIELD_EVERY = 200
 
 
 def library_file(path: Path, workspace_id: str) -> Path:
@@ -73,6 +76,8 @@ def _memories(file: Path) -> Iterator[BaseMemory]:
                     f"{file.name} line {number}: {reason}", details={"file": str(file), "line": number}
                 ) from None
             count += 1
+            if not count % YIELD_EVERY:
+                time.sleep(0)  # hand the GIL to the event loop's thread now rather than when it insists
             yield memory
     elapsed = time.monotonic() - started
     if elapsed >= PROGRESS_SECONDS:
