@@ -171,6 +171,10 @@ def request_body(fields: Mapping[str, Any], workspace_id: str) -> dict[str, Any]
     return to_jsonable_python(body)
 
 
+# `vector_store` actions that may run for minutes (a 10,000-memory library embedded by the local model: ~1 min on
+# 2 cores; 100k: ~10 min); they get `load_timeout` instead of `timeout`.
+LONG_ACTIONS = frozenset({"load", "dump", "copy"})
+
 # httpx raises these before any byte of the request is sent, so retrying cannot run a flow twice.
 _RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout)
 
@@ -194,6 +198,7 @@ class _ClientBase(Generic[H]):
         *,
         workspace_id: str = "",
         timeout: float = 120.0,
+        load_timeout: float = 1800.0,
         retries: int = 3,
         backoff: float = 0.2,
         headers: Mapping[str, str] | None = None,
@@ -205,12 +210,19 @@ class _ClientBase(Generic[H]):
         self.workspace_id = workspace_id
         self.retries = retries
         self.backoff = backoff
+        self.load_timeout = load_timeout
         self._owns_http = http_client is None
         self._http: H = http_client or self._http_type(timeout=timeout, headers=dict(headers or {}))
 
     def _flow_request(self, flow: str, fields: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
         """`(method, path, body)` of the request that runs `flow` with these fields."""
         return "POST", f"/{flow}", request_body(fields, self.workspace_id)
+
+    def _timeout(self, path: str, body: Any) -> float | Any:
+        """`load_timeout` for the long `vector_store` actions (`LONG_ACTIONS`), else the client's own timeout."""
+        if path == "/vector_store" and isinstance(body, dict) and body.get("action") in LONG_ACTIONS:
+            return self.load_timeout
+        return httpx.USE_CLIENT_DEFAULT
 
     @staticmethod
     def _health_result(response: httpx.Response) -> dict[str, Any]:
@@ -254,8 +266,10 @@ class _ClientBase(Generic[H]):
 class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
     """Blocking client. Use as a context manager or call `close()`.
 
-    Arguments: `base_url`, `workspace_id` (sent when a call names none), `timeout`, `retries` and `backoff` of
-    connection failures, `headers` of every request, and `http_client` (injected: the caller's, not closed here).
+    Arguments: `base_url`, `workspace_id` (sent when a call names none), `timeout` in seconds (default 120),
+    `load_timeout` for the `vector_store` actions load, dump and copy (default 1800: a large library takes
+    minutes to embed), `retries` and `backoff` of connection failures, `headers` of every request, and
+    `http_client` (injected: the caller's, not closed here; the per-request timeouts still apply).
     """
 
     _http_type = httpx.Client
@@ -263,7 +277,8 @@ class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
     def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                response = self._http.request(method, f"{self.base_url}{path}", json=json)
+                timeout = self._timeout(path, json)
+                response = self._http.request(method, f"{self.base_url}{path}", json=json, timeout=timeout)
             except _RETRYABLE as exc:
                 if attempt == self.retries:
                     raise _connection_error(self.base_url, attempt + 1, exc) from exc
@@ -306,7 +321,8 @@ class AsyncReMeClient(_ClientBase[httpx.AsyncClient], FlowMethods[Awaitable[Flow
     async def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                response = await self._http.request(method, f"{self.base_url}{path}", json=json)
+                timeout = self._timeout(path, json)
+                response = await self._http.request(method, f"{self.base_url}{path}", json=json, timeout=timeout)
             except _RETRYABLE as exc:
                 if attempt == self.retries:
                     raise _connection_error(self.base_url, attempt + 1, exc) from exc

@@ -74,6 +74,8 @@
  * @typedef {Object} ClientOptions
  * @property {string} [workspaceId]    used when a call gives no workspace_id
  * @property {number} [timeoutMs]      per request (default 120000)
+ * @property {number} [loadTimeoutMs]  for the vector_store actions load, dump and copy, which may run for minutes
+ *                                     (a 10,000-memory library embedded by the local model) (default 1800000)
  * @property {number} [retries]        extra attempts after a connection failure (default 3)
  * @property {number} [backoffMs]      first wait between attempts, doubled each time (default 200)
  * @property {Record<string, string>} [headers]
@@ -168,6 +170,9 @@ export function errorFromResponse(status, text, requestId) {
   return new ReMeError(`HTTP ${status}: ${text.trim().slice(0, 500)}`, { code: "http_error", status, requestId });
 }
 
+/** vector_store actions that may run for minutes: they get `loadTimeoutMs` instead of `timeoutMs`. */
+const LONG_ACTIONS = new Set(["load", "dump", "copy"]);
+
 const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class ReMeClient {
@@ -179,6 +184,7 @@ export class ReMeClient {
     this.baseUrl = (baseUrl ?? process.env.REME_BASE_URL ?? "http://127.0.0.1:8002").replace(/\/+$/, "");
     this.workspaceId = options.workspaceId ?? "";
     this.timeoutMs = options.timeoutMs ?? 120_000;
+    this.loadTimeoutMs = options.loadTimeoutMs ?? 1_800_000;
     this.retries = options.retries ?? 3;
     this.backoffMs = options.backoffMs ?? 200;
     this.headers = options.headers ?? {};
@@ -211,9 +217,11 @@ export class ReMeClient {
       headers: { "content-type": "application/json", ...this.headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     };
+    const long = path === "/vector_store" && LONG_ACTIONS.has(/** @type {any} */ (body)?.action);
+    const timeoutMs = long ? this.loadTimeoutMs : this.timeoutMs;
     for (let attempt = 0; ; attempt += 1) {
       try {
-        return await this.fetch(`${this.baseUrl}${path}`, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
+        return await this.fetch(`${this.baseUrl}${path}`, { ...init, signal: AbortSignal.timeout(timeoutMs) });
       } catch (err) {
         if (!isConnectError(err)) throw err;
         if (attempt >= this.retries) {

@@ -339,6 +339,22 @@ def _build_batch(
     return Batch(nodes, normalise_rows(vectors), dim)
 
 
+def _unique_rows(rows: Sequence[StoredNode], workspace_id: str) -> tuple[list[StoredNode], list[str]]:
+    """The last row of each id, as rows of `workspace_id`, and their texts."""
+    latest: dict[str, StoredNode] = {}
+    for row in rows:
+        latest[row.unique_id] = row
+    unique = [
+        row if row.workspace_id == workspace_id else StoredNode(row.unique_id, workspace_id, row.content, row.meta)
+        for row in latest.values()
+    ]
+    return unique, [row.content for row in unique]
+
+
+def _normalised_copy(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
+    return normalise_rows(np.array(vectors, dtype=np.float32))
+
+
 class MemoryVectorStore(VectorStore):
     """Workspaces in RAM; nothing survives the process. Subclasses add persistence through the `_persist_*` /
     `_log_*` hooks, which run under the workspace's write lock before the in-RAM state changes."""
@@ -417,20 +433,17 @@ class MemoryVectorStore(VectorStore):
         return build() if len(unique) < INLINE_ROWS else await asyncio.to_thread(build)
 
     async def _prepare_packed(self, workspace_id: str, packed: PackedNodes, dim: int | None) -> Batch:
-        """`_prepare` for packed (vectorless) nodes: their rows are adopted as they are, not re-encoded."""
-        latest: dict[str, StoredNode] = {}
-        for row in packed.rows:
-            latest[row.unique_id] = row
-        rows = [
-            row if row.workspace_id == workspace_id else StoredNode(row.unique_id, workspace_id, row.content, row.meta)
-            for row in latest.values()
-        ]
+        """`_prepare` for packed (vectorless) nodes: their rows are adopted as they are, not re-encoded. A large
+        batch (a library load) is deduplicated and normalised in worker threads, not on the event loop."""
+        small = len(packed.rows) < INLINE_ROWS
+        unique = partial(_unique_rows, packed.rows, workspace_id)
+        rows, texts = unique() if small else await asyncio.to_thread(unique)
         expected = dim if dim is not None else self.embedder.dimensions
         if not rows:
             return Batch([], np.empty((0, expected), np.float32), dim)
-        vectors = await embed_checked(self.embedder, workspace_id, [row.content for row in rows], expected)
-        normalise = partial(normalise_rows, np.array(vectors, dtype=np.float32))
-        return Batch(rows, normalise() if len(rows) < INLINE_ROWS else await asyncio.to_thread(normalise), expected)
+        vectors = await embed_checked(self.embedder, workspace_id, texts, expected)
+        normalise = partial(_normalised_copy, vectors)
+        return Batch(rows, normalise() if small else await asyncio.to_thread(normalise), expected)
 
     # ----- writes -----
 

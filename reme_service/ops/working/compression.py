@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reme_service.ops.working.message_io import simple_dicts
+from reme_service.ops.working.message_io import simple_dict
 from reme_service.ops.working.paths import join
 from reme_service.ops.working.token_count import TokenCounter
 from reme_service.schema.messages import Message, Role
@@ -125,8 +125,19 @@ def plan_compression(
 
 
 def archive_text(group: Sequence[Message]) -> str:
-    """A group's archive: its messages as a pretty-printed JSON list of simple dicts."""
-    return json.dumps(simple_dicts(group), ensure_ascii=False, indent=2)
+    """A group's archive: its messages as a pretty-printed JSON list of simple dicts.
+
+    The same text as `json.dumps(simple_dicts(group), ensure_ascii=False, indent=2)`, built message by message:
+    that call ends by joining millions of small pieces, and by freeing the whole list of dicts, in single steps
+    that hold the GIL (~0.1 s for 100k messages, stalling the event loop while a worker thread runs them). A
+    dumped value has no raw newline inside its strings (JSON escapes them), so indenting an item is replacing
+    each newline."""
+    if not group:
+        return "[]"
+    # one dict at a time: freeing 100k dicts at once is another long GIL hold
+    encode = json.JSONEncoder(ensure_ascii=False, indent=2).encode
+    items = (encode(simple_dict(m)).replace("\n", "\n  ") for m in group)
+    return "[\n  " + ",\n  ".join(items) + "\n]"
 
 
 def extract_snapshot(reply: str) -> str | None:
@@ -164,27 +175,37 @@ def extractive_snapshot(group: Sequence[Message], goal: str, tool_results: Mappi
     the key knowledge the latest user and assistant statements of the group, the recent actions its latest tool
     calls with the start of their results (`tool_results` by call id). Every line is quoted (shortened), nothing
     is invented."""
+    # Only the last MAX_FACTS / MAX_ACTIONS lines are kept: walk backwards and stop there (a long group would
+    # otherwise flatten every one of its messages).
     facts: list[str] = []
-    for message in group:
+    for message in reversed(group):
+        if len(facts) == MAX_FACTS:
+            break
         text = message.text
         if message.role in (Role.USER, Role.ASSISTANT) and text.strip() and text != goal:
             facts.append(f"- {message.role.value}: {_flat(text, 200)}")
+    facts.reverse()
     actions: list[str] = []
-    for message in group:
-        for call in message.tool_calls:
+    for message in reversed(group):
+        for call in reversed(message.tool_calls):
+            if len(actions) == MAX_ACTIONS:
+                break
             outcome = tool_results.get(call.id)
             shown = _flat(outcome, 160) if outcome is not None else "(no result recorded)"
             actions.append(f"- called {call.name}({_flat(call.arguments, 120)}) -> {shown}")
+        if len(actions) == MAX_ACTIONS:
+            break
+    actions.reverse()
     lines = [
         EXTRACTIVE_NOTE,
         "<overall_goal>",
         _flat(goal, 300) if goal.strip() else "(no user message)",
         "</overall_goal>",
         "<key_knowledge>",
-        *(facts[-MAX_FACTS:] or ["- (none)"]),
+        *(facts or ["- (none)"]),
         "</key_knowledge>",
         "<recent_actions>",
-        *(actions[-MAX_ACTIONS:] or ["- (none)"]),
+        *(actions or ["- (none)"]),
         "</recent_actions>",
     ]
     return "\n".join(lines)

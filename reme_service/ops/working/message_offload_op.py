@@ -15,6 +15,8 @@ op is listed in `metadata.no_llm_ops`. With an LLM, a failed or unusable snapsho
 
 from __future__ import annotations
 
+import asyncio
+
 from reme_service.ops.common import fields as common_fields
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
@@ -46,6 +48,7 @@ class MessageOffloadOp(ServiceOp[OffloadParams]):
         if "compress" in outcome.applied and not with_llm:
             ctx.without_llm(self.name)
         ctx[keys.WRITE_FILE_DICT] = outcome.files
-        ctx.response.answer = simple_dicts(outcome.messages)
+        # 100k messages take ~0.5 s to turn into dicts: not on the event loop
+        ctx.response.answer = await asyncio.to_thread(simple_dicts, outcome.messages)
         ctx.response.metadata["write_file_dict"] = outcome.files
         ctx.response.metadata["working_summary"] = outcome.summary(request, self.params.counter)

@@ -169,9 +169,12 @@ def llm_snapshotter(ctx: ServiceContext, params: OffloadParams, prompt_file: Pat
     llm = ctx.services.llm(params.llm)
     gate = asyncio.Semaphore(params.max_concurrency)
 
-    async def snapshot(group: list[Message], plan: CompressionPlan) -> str:
+    def render(group: list[Message]) -> str:
         transcript = render_transcript(group)
-        prompt = ctx.services.prompts.render(prompt_file, "compress", ctx.language, transcript=transcript)
+        return ctx.services.prompts.render(prompt_file, "compress", ctx.language, transcript=transcript)
+
+    async def snapshot(group: list[Message], plan: CompressionPlan) -> str:
+        prompt = await asyncio.to_thread(render, group)  # a long group's transcript is megabytes of text
         async with gate:
             return await chat_parsed(
                 llm, [Message(role=Role.USER, content=prompt)], extract_snapshot, what="state snapshot"
@@ -181,7 +184,7 @@ def llm_snapshotter(ctx: ServiceContext, params: OffloadParams, prompt_file: Pat
 
 
 async def extractive_snapshotter(group: list[Message], plan: CompressionPlan) -> str:
-    return extractive_snapshot(group, plan.goal, plan.tool_results)
+    return await asyncio.to_thread(extractive_snapshot, group, plan.goal, plan.tool_results)
 
 
 async def _compress(

