@@ -107,6 +107,7 @@ def idle_sockets(server: rs.Server, count: int, seconds: float) -> Figure:
         deadline = time.monotonic() + seconds
         with httpx.Client(base_url=server.base_url, timeout=5.0) as client:
             probe(client, figure, health, until=lambda: time.monotonic() > deadline)
+        time.sleep(max(0.0, deadline - time.monotonic()))  # hold them the whole time, however soon the probe ended
         closed = 0
         for sock in held:
             sock.setblocking(False)
