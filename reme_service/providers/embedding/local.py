@@ -566,13 +566,7 @@ class LocalEmbeddingClient(EmbeddingClient):
         if encoder is None or tokenizer is None:
             with self._model_lock:
                 encoder, tokenizer = self._load()
-        try:
-            encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
-            vectors = self._forward_all(encoder, encodings, split=False)
-        except (ConfigError, EmbeddingError):
-            raise
-        except Exception as exc:
-            raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
+        vectors = self._embed_with(encoder, tokenizer, texts, None, split=False)
         self._remember(texts, vectors)
         return vectors
 
@@ -581,16 +575,29 @@ class LocalEmbeddingClient(EmbeddingClient):
         remember them in the cache. Holds `_model_lock`: one such pass at a time."""
         with self._model_lock:
             encoder, tokenizer = self._load()
-            try:
-                if encodings is None:
-                    encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
-                vectors = self._forward_all(encoder, encodings, split=True)
-            except (ConfigError, EmbeddingError):
-                raise
-            except Exception as exc:
-                raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
+            vectors = self._embed_with(encoder, tokenizer, texts, encodings, split=True)
         self._remember(texts, vectors)
         return vectors
+
+    def _embed_with(
+        self,
+        encoder: _BertEncoder,
+        tokenizer: Tokenizer,
+        texts: list[str],
+        encodings: list[Encoding] | None,
+        *,
+        split: bool,
+    ) -> NDArray[np.float32]:
+        """One forward pass over `texts` (tokenised here unless `encodings` are given); any failure of the model is an
+        `EmbeddingError`."""
+        try:
+            if encodings is None:
+                encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+            return self._forward_all(encoder, encodings, split=split)
+        except (ConfigError, EmbeddingError):
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"local MiniLM embedding failed: {exc}") from exc
 
     def _remember(self, texts: list[str], vectors: NDArray[np.float32]) -> None:
         if self.cache_size:
