@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,11 +20,12 @@ from fastapi.responses import Response
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
-from reme_service.errors import ReMeError, error_envelope
+from reme_service.errors import ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
+from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
-from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, install_error_handlers
+from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
 
 logger = logging.getLogger("reme_service.http")
 
@@ -36,8 +36,7 @@ def _json(body: Any, status: int = 200, request_id: str | None = None) -> Respon
 
 
 def _request_id(request: Request) -> str:
-    given = request.headers.get("x-request-id", "")
-    return given[:64] if given and given.isprintable() else uuid.uuid4().hex[:16]
+    return request_id_from(request.scope.get("headers", ()))
 
 
 def _flow_endpoint(app: ReMeApp, runner: FlowRunner) -> Callable[..., Awaitable[Response]]:
@@ -108,14 +107,13 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
 
     @api.exception_handler(ReMeError)
     async def remex_handler(request: Request, exc: ReMeError) -> Response:
-        request_id = _request_id(request)
-        return _json(error_envelope(exc, request_id), exc.status, request_id)
+        return error_response(exc, request)
 
     @api.exception_handler(Exception)
     async def unexpected_handler(request: Request, exc: Exception) -> Response:
         request_id = _request_id(request)
         logger.exception("[%s] unexpected error", request_id)
         error = ReMeError(f"internal error ({type(exc).__name__}); see the server log for request {request_id}")
-        return _json(error_envelope(error, request_id), 500, request_id)
+        return error_response(error, request, request_id=request_id)
 
     return api

@@ -54,8 +54,12 @@ FLOW_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _envelope(error: ReMeError, request: Request, headers: Mapping[str, str] | None = None) -> Response:
-    request_id = request_id_from(request.scope.get("headers", ()))
+def error_response(
+    error: ReMeError, request: Request, headers: Mapping[str, str] | None = None, *, request_id: str | None = None
+) -> Response:
+    """The failure envelope of `error` as a response, with the request's id (`x-request-id`, or `request_id` when
+    the caller already chose it, e.g. for a log line) and any `headers`."""
+    request_id = request_id or request_id_from(request.scope.get("headers", ()))
     return Response(
         orjson.dumps(error_envelope(error, request_id)),
         status_code=error.status,
@@ -99,7 +103,7 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
         if bad_json is not None:
             where = bad_json.get("loc", ("body", "?"))[-1]
             reason = (bad_json.get("ctx") or {}).get("error", "JSON decode error")
-            return _envelope(InvalidRequestError(f"malformed JSON body at character {where}: {reason}"), request)
+            return error_response(InvalidRequestError(f"malformed JSON body at character {where}: {reason}"), request)
         body = orjson.dumps({"detail": short_detail(errors)}, default=repr, option=orjson.OPT_NON_STR_KEYS)
         return Response(body, status_code=422, media_type="application/json")
 
@@ -112,11 +116,11 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
                 message = f"unknown flow {name!r}; available: {', '.join(flows)}"
             else:
                 message = f"no route {request.method} {path}; flows are POST /<flow>, health is GET /health"
-            return _envelope(NotFoundError(message), request)
+            return error_response(NotFoundError(message), request)
         if exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")
             message = f"method {request.method} not allowed on {path}; use {allowed or 'another method'}"
-            return _envelope(MethodNotAllowedError(message), request, exc.headers)
+            return error_response(MethodNotAllowedError(message), request, exc.headers)
         code = _CODES.get(exc.status_code, "internal_error" if exc.status_code >= 500 else "invalid_request")
         error = HTTPStatusError(str(exc.detail), status=exc.status_code, code=code)
-        return _envelope(error, request, exc.headers)
+        return error_response(error, request, exc.headers)
