@@ -1,15 +1,19 @@
 """A big `summary_working_memory` keeps the event loop free: its CPU work (token counting, planning, snapshots,
-rendering the answer) runs in worker threads, so a heartbeat coroutine beside it never waits long.
+rendering the answer) runs in worker threads, so the event-loop thread itself spends almost no CPU on it.
+
+What is measured is the CPU time of the loop thread (`time.thread_time`) over the run, not the gaps a heartbeat
+sees: on a two-core machine the worker threads hold the GIL, and a heartbeat then waits for it in turns of the
+switch interval, so its gaps measure GIL contention (tens of milliseconds, more on a loaded CI machine) rather
+than whether the work left the loop. Thread CPU time does not grow while a thread waits for the GIL.
 
 Request validation happens before the measured window (it belongs to the HTTP layer), and so does turning the
-response model into JSON. The cyclic garbage collector is paused during the window: a full collection stops
-every thread, whichever thread triggered it, for a time set by the size of the heap (not by where the work runs),
-so it would measure the interpreter rather than the op.
+response model into JSON. The cyclic garbage collector is paused during the window: a collection runs on
+whichever thread triggered it, for a time set by the size of the heap, so it would measure the interpreter
+rather than the op.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import time
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ from reme_service.app import ReMeApp
 pytestmark = pytest.mark.anyio
 
 MESSAGES = 100_000
-MAX_GAP = 0.1  # seconds between two heartbeats; the old code stalled the loop for 0.15 s (compact) to 0.6 s (auto)
+MAX_LOOP_CPU = 0.05  # seconds of loop-thread CPU; now 2-4 ms, on-loop work took 0.15 s (compact) to 0.6 s (auto)
 
 
 def conversation(count: int) -> list[dict[str, Any]]:
@@ -49,27 +53,6 @@ def no_gc() -> Iterator[None]:
         gc.enable()
 
 
-class Heartbeat:
-    """Wakes every few milliseconds and remembers the longest gap between two wake-ups."""
-
-    def __init__(self) -> None:
-        self.max_gap = 0.0
-        self.beats = 0
-        self._stop = asyncio.Event()
-
-    async def run(self) -> None:
-        last = time.perf_counter()
-        while not self._stop.is_set():
-            await asyncio.sleep(0.002)
-            now = time.perf_counter()
-            self.max_gap = max(self.max_gap, now - last)
-            self.beats += 1
-            last = now
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
 @pytest.mark.parametrize("mode", ["auto", "compact"])
 async def test_a_big_summary_leaves_the_event_loop_free(tmp_path: Path, mode: str, no_gc: None) -> None:
     app = ReMeApp(
@@ -83,15 +66,10 @@ async def test_a_big_summary_leaves_the_event_loop_free(tmp_path: Path, mode: st
         request = runner.request_model.model_validate(
             {"messages": conversation(MESSAGES), "working_summary_mode": mode, "keep_recent_count": 4}
         )
-        heartbeat = Heartbeat()
-        beating = asyncio.create_task(heartbeat.run())
-        try:
-            response = await runner.run(request, request_id="lag")
-        finally:
-            heartbeat.stop()
-            await beating
+        started = time.thread_time()
+        response = await runner.run(request, request_id="lag")
+        loop_cpu = time.thread_time() - started
     summary = response.metadata["working_summary"]
     assert summary["applied"] == ("compress" if mode == "auto" else "none")
     assert len(response.answer) == (1 + 4 if mode == "auto" else MESSAGES + 1)
-    assert heartbeat.beats > 10
-    assert heartbeat.max_gap < MAX_GAP, f"the event loop stalled {heartbeat.max_gap * 1e3:.0f} ms"
+    assert loop_cpu < MAX_LOOP_CPU, f"the event-loop thread spent {loop_cpu * 1e3:.0f} ms of CPU on the summary"
