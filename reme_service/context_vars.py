@@ -4,10 +4,18 @@
 op; each `|` branch runs in its own task, so the value is exact under concurrency. The OpenAI-compatible LLM
 client sends it as the `X-ReMe-Op` header, so a gateway or proxy in front of the provider can attribute calls
 and tokens to the step that made them; test doubles choose their scripted replies by it.
+
+`current_caller` is the identity (`auth.caller.Caller`) the request's API key grants, set by the HTTP and MCP
+edges; the audit log records its key id and name.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 
+from reme_service.auth.caller import Caller
+
 current_op: ContextVar[str] = ContextVar("current_op", default="")
+
+#: the identity behind the current request; `None` means no request is being served (start-up, scripts)
+current_caller: ContextVar[Caller | None] = ContextVar("current_caller", default=None)

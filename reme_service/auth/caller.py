@@ -1,0 +1,33 @@
+"""Who is calling: the identity an API key grants, carried through a request in `context_vars.current_caller`.
+
+`Caller` is what the rest of the service may know of a key: its id and name (never the key), its scope and the
+workspaces it may touch. `TRUSTED` is the caller when checking is off or the transport is trusted (stdio MCP, the
+Python API): every workspace, every action, no key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Scope = Literal["read", "write", "admin"]
+
+ALL_WORKSPACES = "*"
+
+
+class Caller(BaseModel):
+    """The identity behind one request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str | None = None
+    name: str | None = None
+    scope: Scope = "admin"
+    workspaces: tuple[str, ...] = (ALL_WORKSPACES,)
+
+    def may_use(self, workspace_id: str) -> bool:
+        return ALL_WORKSPACES in self.workspaces or workspace_id in self.workspaces
+
+
+TRUSTED = Caller()
