@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
+from reme_service.flow.context import FlowResponse
 from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
@@ -181,9 +182,11 @@ class ReMeApp:
             raise NotFoundError(f"unknown flow {name!r}; available: {', '.join(sorted(self.flows))}") from None
 
     async def run_validated(
-        self, runner: FlowRunner[ServiceContext], request: BaseModel, request_id: str
+        self, runner: FlowRunner[ServiceContext], request: BaseModel, request_id: str, *, offload: bool = False
     ) -> tuple[int, dict[str, Any]]:
-        """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope."""
+        """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope.
+
+        With `offload` (a large request, so likely a large answer) the response is dumped in a worker thread."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         try:
@@ -192,7 +195,11 @@ class ReMeApp:
             if error.status >= 500:  # the client gets the message; the operator should see it too
                 logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
             return error.status, error_envelope(error, request_id)
-        return 200, response.model_dump(mode="json")
+        if not offload:
+            return 200, response.model_dump(mode="json")
+        held = [response]  # the last reference: the model is dumped, and freed, in the worker thread
+        del response
+        return 200, await asyncio.to_thread(_dump_releasing, held)
 
     async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
         """Run flow `name` with these request fields; returns the response dict (errors included)."""
@@ -236,3 +243,8 @@ class ReMeApp:
         down = any(info.get("status") == "down" for group in parts.values() for info in group.values())
         return {"status": "degraded" if down else "healthy", **parts, "flows": sorted(self.flows)}
 
+
+def _dump_releasing(held: list[FlowResponse]) -> dict[str, Any]:
+    """Dump the one response in `held` and drop it here: freeing a model of 100,000 messages takes tens of
+    milliseconds, which should not be spent on the event loop."""
+    return held.pop().model_dump(mode="json")

@@ -161,11 +161,14 @@ def query_during_load(server: rs.Server, size: int, seed: int) -> tuple[Figure, 
     rs.write_library(server.workdir / "lib" / "bench_b.jsonl", "bench_b", 1_000, seed)
     rs.write_library(server.workdir / "lib" / "bench_a.jsonl", "bench_a", size, seed + 1)
     rs.load_library(server, "bench_b", timeout=600)
+    # every request a new text (the tag makes it unique), so each one embeds its query: a repeated text would be
+    # answered from the embedder's cache and measure nothing of the embedding lane
     queries = rs.make_queries(200, seed)
     position = iter(range(10**9))
 
     def query(client: httpx.Client) -> httpx.Response:
-        text = queries[next(position) % len(queries)]
+        index = next(position)
+        text = f"{queries[index % len(queries)]} (probe {index})"
         return client.post("/retrieve_task_memory", json={"workspace_id": "bench_b", "query": text, "top_k": 3})
 
     quiet = Figure("retrieve_task_memory, quiet")

@@ -28,6 +28,9 @@ class HttpConfig(_Strict):
     body_timeout: float = Field(default=30.0, gt=0, description="seconds a request body may stall before a 408")
     max_header_bytes: int = Field(default=64 * 1024, ge=1024, description="a larger request head gets 431")
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger request body gets 413")
+    offload_bytes: int = Field(
+        default=256 * 1024, ge=0, description="a larger request body is parsed, validated and answered off the loop"
+    )
     limit_concurrency: int | None = Field(
         default=256, ge=1, description="requests processed at once (idle connections do not count); beyond: 503"
     )

@@ -7,6 +7,7 @@ Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every o
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,12 +18,14 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
 from reme_service.errors import ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
+from reme_service.server.body import decode_body
 from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
@@ -39,21 +42,76 @@ def _request_id(request: Request) -> str:
     return request_id_from(request.scope.get("headers", ()))
 
 
-def _flow_endpoint(app: ReMeApp, runner: FlowRunner) -> Callable[..., Awaitable[Response]]:
-    async def endpoint(request: Request, body: Any) -> Response:
-        request_id = _request_id(request)
-        status, payload = await app.run_validated(runner, body, request_id)
-        return _json(payload, status, request_id)
+def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Callable[[Request], Awaitable[Response]]:
+    """The served endpoint: raw body → request model (`body.decode_body`, off the loop when large) → flow."""
 
-    # FastAPI reads the body model from the signature; each flow gets its own generated model.
+    async def endpoint(request: Request) -> Response:
+        request_id = _request_id(request)
+        raw = await request.body()
+        body = await decode_body(raw, runner.request_model, offload_bytes=offload_bytes)
+        if len(raw) <= offload_bytes:
+            status, payload = await app.run_validated(runner, body, request_id)
+            content = orjson.dumps(payload)
+        else:  # a large request makes a large answer: dump, encode and free them off the loop
+            status, payload = await app.run_validated(runner, body, request_id, offload=True)
+            held = [payload, body, raw]
+            del payload, body, raw
+            content = await asyncio.to_thread(_encode_releasing, held)
+        return Response(
+            content, status_code=status, media_type="application/json", headers={"x-request-id": request_id}
+        )
+
+    endpoint.__name__ = runner.name
+    return endpoint
+
+
+def _encode_releasing(held: list[Any]) -> bytes:
+    """Encode the payload `held[0]` and drop everything in `held` in this (worker) thread: freeing a request and an
+    answer of 100,000 messages is tens of milliseconds the event loop should not spend."""
+    content = orjson.dumps(held[0])
+    held.clear()
+    return content
+
+
+def _documented_endpoint(runner: FlowRunner) -> Callable[..., Awaitable[Response]]:
+    """What OpenAPI shows for a flow: the same path with its request model as the body (never served)."""
+
+    async def endpoint(body: Any) -> Response:  # pragma: no cover - documentation only
+        raise NotImplementedError
+
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=runner.request_model),
-        ]
+        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=runner.request_model)]
     )
     endpoint.__name__ = runner.name
     return endpoint
+
+
+def _flow_route(runner: FlowRunner) -> dict[str, Any]:
+    return {
+        "methods": ["POST"],
+        "summary": runner.description or runner.name,
+        "response_class": Response,
+        "responses": {200: {"model": FlowResponse, "description": "the response envelope"}, **FLOW_ERROR_RESPONSES},
+        "name": runner.name,
+    }
+
+
+def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
+    """OpenAPI as if each flow took its request model: made once, on first use, by a twin app that only documents
+    (the other routes are shared as they are)."""
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            twin = FastAPI(title=api.title, version=api.version)
+            for route in api.routes:
+                if isinstance(route, APIRoute) and route.name not in app.flows:
+                    twin.router.routes.append(route)
+            for runner in app.flows.values():
+                twin.add_api_route(f"/{runner.name}", _documented_endpoint(runner), **_flow_route(runner))
+            api.openapi_schema = twin.openapi()
+        return api.openapi_schema
+
+    return openapi
 
 
 def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -93,15 +151,8 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
         return _json(await app.health())
 
     for runner in app.flows.values():
-        api.add_api_route(
-            f"/{runner.name}",
-            _flow_endpoint(app, runner),
-            methods=["POST"],
-            summary=runner.description or runner.name,
-            response_class=Response,
-            responses={200: {"model": FlowResponse, "description": "the response envelope"}, **FLOW_ERROR_RESPONSES},
-            name=runner.name,
-        )
+        api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
+    api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]
 
     install_error_handlers(api, app.flows)
 

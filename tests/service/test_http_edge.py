@@ -266,6 +266,20 @@ def test_malformed_json_wrong_methods_and_unknown_paths_answer_the_envelope(serv
         assert_envelope(client.get("/no/such/page").json(), "not_found")
 
 
+def test_a_body_is_read_as_json_whatever_its_content_type(serve: ServeFn) -> None:
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded; the JSON it carries is what the client meant."""
+    body = b'{"workspace_id": "ws", "query": "how to deploy", "top_k": 2}'
+    with serve() as client:
+        for content_type in ("application/x-www-form-urlencoded", "text/plain", None):
+            headers = {"content-type": content_type} if content_type else {}
+            response = client.post("/retrieve_task_memory", content=body, headers=headers)
+            assert response.status_code == 200 and response.json()["success"] is True, (content_type, response.text)
+        empty = client.post("/retrieve_task_memory", content=b"", headers={"content-type": "application/json"})
+        assert empty.status_code == 422 and empty.json()["detail"][0]["loc"] == ["body"]
+        latin = client.post("/retrieve_task_memory", content=b"{\"query\": \"\xe9t\xe9\"}")
+        assert latin.status_code == 400 and "UTF-8" in latin.json()["metadata"]["error"]["message"]
+
+
 def test_openapi_documents_the_error_responses_of_every_flow(serve: ServeFn) -> None:
     with serve() as client:
         paths = client.get("/openapi.json").json()["paths"]
