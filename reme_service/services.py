@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from reme_service.concurrency import ThreadLane
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, InvalidRequestError, PathNotAllowedError
 from reme_service.prompts.loader import PromptLibrary
@@ -31,10 +32,12 @@ class Services:
     stores: dict[str, VectorStore] = field(default_factory=dict)
     prompts: PromptLibrary = field(default_factory=PromptLibrary)
     file_roots: list[Path] = field(default_factory=list)
+    #: client regexes (grep over working memory) run here, never in the default executor
+    regex_lane: ThreadLane = field(default_factory=lambda: ThreadLane("reme-regex", 2))
 
     def clients(self) -> list[ManagedClient]:
-        """Every client, in start order: LLMs, embedders, then the stores that use the embedders."""
-        return [*self.llms.values(), *self.embedders.values(), *self.stores.values()]
+        """Every client, in start order: LLMs, embedders, the stores that use the embedders, then the regex lane."""
+        return [*self.llms.values(), *self.embedders.values(), *self.stores.values(), self.regex_lane]
 
     def llm(self, name: str = "default") -> LLMClient:
         try:

@@ -4,6 +4,7 @@ parameters checked at start-up, the no-LLM compression path in Chinese, and the 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from pathlib import Path
@@ -159,3 +160,26 @@ async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
     assert error.get("code") == "invalid_request", answer  # 400
     assert "the pattern took longer than 1 s" in error["message"] and "simplify it" in error["message"]
     assert elapsed < 1.0 + 1.5
+
+
+async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_path: Path) -> None:
+    """More bombs at once than the default executor has threads (min(32, cores + 4)): they run in the regex lane
+    (two threads), so a request that needs an ordinary worker thread (read_working_memory) is answered while every
+    bomb is still pending. In the default executor it would wait for a bomb's budget to run out."""
+    folder = tmp_path / "working_memory"
+    folder.mkdir()
+    (folder / "bomb.txt").write_text("a" * 24 + "!\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    count = min(32, (os.cpu_count() or 1) + 4) + 1
+    grep = 'flow.grep_working_memory.flow_content="GrepOp(grep_timeout=0.3)"'
+    async with app(tmp_path, 'enabled_flows=["grep_working_memory", "read_working_memory"]', grep) as reme:
+        bombs = [
+            asyncio.create_task(reme.async_execute(name="grep_working_memory", file_path="bomb.txt", pattern="(a|a)+$"))
+            for _ in range(count)
+        ]
+        read = await reme.async_execute(name="read_working_memory", file_path="notes.txt")
+        pending = sum(not bomb.done() for bomb in bombs)
+        answers = await asyncio.gather(*bombs)
+    assert read["success"] is True and "beta" in read["answer"]
+    assert pending == count, f"the read waited until {count - pending} bombs had used up their budget"
+    assert all(answer["metadata"]["error"]["code"] == "invalid_request" for answer in answers)

@@ -11,6 +11,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from reme_service.concurrency import ThreadLane
 from reme_service.errors import InvalidRequestError
 from reme_service.ops.working.file_tools import grep_file, read_file
 from reme_service.ops.working.paths import WorkingRoot
@@ -77,14 +78,15 @@ class GrepTool(AgentTool):
         "required": ["file_path", "pattern"],
     }
 
-    def __init__(self, root: WorkingRoot) -> None:
+    def __init__(self, root: WorkingRoot, lane: ThreadLane) -> None:
         self.root = root
+        self.lane = lane
 
     async def call(self, arguments: dict[str, Any]) -> str:
         file_path = arg_str(arguments, "file_path")
         pattern = arg_str(arguments, "pattern")
         limit = arg_int(arguments, "limit", 50, minimum=1, maximum=1000)
-        result = await asyncio.to_thread(grep_file, self.root, file_path, pattern, limit=limit)
+        result = await self.lane.run(grep_file, self.root, file_path, pattern, limit=limit)
         return result.text
 
 

@@ -76,7 +76,8 @@ class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
                 written.extend(await asyncio.to_thread(write_files_atomically, root, outcome.files))
             return outcome.messages
 
-        tools: dict[str, AgentTool] = {tool.name: tool for tool in (GrepTool(root), ReadFileTool(root))}
+        grep = GrepTool(root, ctx.services.regex_lane)
+        tools: dict[str, AgentTool] = {tool.name: tool for tool in (grep, ReadFileTool(root))}
         llm = ctx.services.llm(params.llm)
         result = await react_loop(llm, messages, tools, max_steps=params.max_steps, prepare=prepare)
         ctx.response.answer = result.answer

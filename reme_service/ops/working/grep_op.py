@@ -12,8 +12,6 @@ catastrophically answers 400 ("the pattern took longer than ...; simplify it") i
 
 from __future__ import annotations
 
-import asyncio
-
 from pydantic import Field
 
 from reme_service.flow.context import Input
@@ -42,7 +40,7 @@ class GrepOp(ServiceOp[GrepParams]):
 
     async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.services.config.working_memory_root)
-        result = await asyncio.to_thread(
+        result = await ctx.services.regex_lane.run(
             grep_file,
             root,
             ctx.input(fields.FILE_PATH),
