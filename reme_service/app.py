@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from reme_service.auth.access import Access
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
@@ -34,6 +35,8 @@ from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
 from reme_service.stores.factory import create_store, parse_store_params
+
+KEY_USE_FLUSH_SECONDS = 5.0
 
 logger = logging.getLogger("reme_service")
 
@@ -81,9 +84,18 @@ class ReMeApp:
         self.flows = self._build_flows()
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
             parse_store_params(store_cfg.backend, store_cfg.params)
+        # API keys: read now, so a broken key file or an exposed service without keys stops before serving
+        self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host())
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
+        self._flusher: asyncio.Task[None] | None = None
+
+    def listen_host(self) -> str | None:
+        """The host the configured front end listens on; None for MCP over stdio (local, trusted)."""
+        if self.config.backend == "mcp":
+            return None if self.config.mcp.transport == "stdio" else self.config.mcp.host
+        return self.config.http.host
 
     # -- flows ----------------------------------------------------------------------------------------
 
@@ -144,6 +156,7 @@ class ReMeApp:
             await client.start()
         self.services = services
         self._context_factory = ServiceContextFactory(services)
+        self._flusher = asyncio.create_task(self._flush_key_use(), name="reme-key-use")
         self._started = True
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
@@ -157,6 +170,11 @@ class ReMeApp:
         if not self._started or self.services is None:
             return
         services = self.services
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        await asyncio.to_thread(self.access.keyring.flush)
         for client in reversed(services.clients()):
             try:
                 await client.close()
@@ -165,6 +183,12 @@ class ReMeApp:
         self._started = False
         self.services = None
         self._context_factory = None
+
+    async def _flush_key_use(self) -> None:
+        """Record every few seconds when each API key was last used (`reme keys list` shows it)."""
+        while True:
+            await asyncio.sleep(KEY_USE_FLUSH_SECONDS)
+            await asyncio.to_thread(self.access.keyring.flush)
 
     async def __aenter__(self) -> ReMeApp:
         await self.start()

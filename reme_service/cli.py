@@ -15,12 +15,17 @@ Examples:
   reme http.port=9000 vector_store.default.backend=memory
   reme backend=mcp mcp.transport=stdio            (or sse / streamable-http with mcp.host, mcp.port)
   reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
+API keys: reme keys create|list|revoke ...  (see `reme keys --help`)
 Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
 """
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "keys":
+        from reme_service.auth.cli import main as keys_main
+
+        return keys_main(args[1:])
     if any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0

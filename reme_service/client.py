@@ -24,6 +24,7 @@ the `Retry-After` the server gave (at most 30 s) and sends it again, up to `retr
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
@@ -39,6 +40,7 @@ from reme_service.errors import (
     EmbeddingError,
     FlowDeclarationError,
     FlowSyntaxError,
+    ForbiddenError,
     HeaderTooLargeError,
     InvalidRequestError,
     LLMError,
@@ -48,11 +50,13 @@ from reme_service.errors import (
     PathNotAllowedError,
     PayloadTooLargeError,
     ProviderError,
+    RateLimitedError,
     ReMeError,
     RequestTimeoutError,
     RequestValidationError,
     ServiceConnectionError,
     StoreError,
+    UnauthorizedError,
     describe_validation_errors,
 )
 
@@ -82,16 +86,21 @@ ERROR_TYPES: dict[str, type[ReMeError]] = {
         PayloadTooLargeError,
         HeaderTooLargeError,
         OverloadedError,
+        UnauthorizedError,
+        ForbiddenError,
+        RateLimitedError,
     )
 }
 _BY_STATUS: dict[int, type[ReMeError]] = {
     400: InvalidRequestError,
-    403: PathNotAllowedError,
+    401: UnauthorizedError,
+    403: ForbiddenError,
     404: NotFoundError,
     405: MethodNotAllowedError,
     408: RequestTimeoutError,
     413: PayloadTooLargeError,
     422: RequestValidationError,
+    429: RateLimitedError,
     431: HeaderTooLargeError,
     502: ProviderError,
     503: StoreError,
@@ -203,16 +212,22 @@ class _ClientBase(Generic[H]):
         backoff: float = 0.2,
         headers: Mapping[str, str] | None = None,
         http_client: H | None = None,
+        api_key: str | None = None,
     ) -> None:
+        """`api_key` (default: the `REME_API_KEY` environment variable) is sent as `Authorization: Bearer`."""
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        key = api_key if api_key is not None else os.environ.get("REME_API_KEY", "")
+        headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **(headers or {})}
         self.base_url = base_url.rstrip("/")
         self.workspace_id = workspace_id
         self.retries = retries
         self.backoff = backoff
         self.load_timeout = load_timeout
         self._owns_http = http_client is None
-        self._http: H = http_client or self._http_type(timeout=timeout, headers=dict(headers or {}))
+        self._http: H = http_client or self._http_type(timeout=timeout, headers=headers)
+        if http_client is not None:
+            http_client.headers.update(headers)
 
     def _flow_request(self, flow: str, fields: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
         """`(method, path, body)` of the request that runs `flow` with these fields."""
@@ -236,14 +251,15 @@ class _ClientBase(Generic[H]):
 
     def _overload_delay(self, response: httpx.Response, attempt: int) -> float | None:
         """How long to wait before sending again when the server answered `overloaded` (it did not run the request,
-        so any flow may be retried), or None: not overloaded, no retries left, or a `Retry-After` too long."""
-        if response.status_code != 503 or attempt >= self.retries:
+        so any flow may be retried), or None: not overloaded, no retries left, or a `Retry-After` too long. A key's
+        rate limit (429 `rate_limited`) is waited out the same way: that request did not run either."""
+        if response.status_code not in (429, 503) or attempt >= self.retries:
             return None
         try:
             code = response.json()["metadata"]["error"]["code"]
         except (ValueError, KeyError, TypeError):
             return None
-        if code != OverloadedError.code:
+        if code not in (OverloadedError.code, RateLimitedError.code):
             return None
         try:
             wait = float(response.headers.get("retry-after", ""))

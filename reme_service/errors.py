@@ -7,6 +7,9 @@ ReMeError                      code "internal_error", 500
 │   └── FlowDeclarationError   code "flow_declaration_error"
 ├── InvalidRequestError        code "invalid_request", 400
 │   └── RequestValidationError code "validation_error", 422 (the request does not match the flow's schema)
+├── UnauthorizedError          code "unauthorized", 401 (no API key, or an unknown or revoked one)
+├── ForbiddenError             code "forbidden", 403 (the key may not use this workspace or action)
+├── RateLimitedError           code "rate_limited", 429 (the key's request rate; Retry-After)
 ├── PathNotAllowedError        code "path_not_allowed", 403
 ├── NotFoundError              code "not_found", 404
 ├── ProviderError              code "provider_error", 502
@@ -53,6 +56,9 @@ __all__ = [
     "PayloadTooLargeError",
     "RequestTimeoutError",
     "FlowSyntaxError",
+    "ForbiddenError",
+    "RateLimitedError",
+    "UnauthorizedError",
     "InvalidRequestError",
     "LLMError",
     "LLMReplyError",
@@ -140,6 +146,31 @@ class RequestValidationError(InvalidRequestError):
 
     code = "validation_error"
     status = 422
+
+
+class UnauthorizedError(ReMeError):
+    """No API key where one is required, or a key the service does not know (malformed, unknown, revoked)."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class ForbiddenError(ReMeError):
+    """The API key is valid but may not touch the request's workspace, or not with this action."""
+
+    code = "forbidden"
+    status = 403
+
+
+class RateLimitedError(ReMeError):
+    """The API key sent requests faster than its rate limit; `retry_after` seconds until the next one is allowed."""
+
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int = 1, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
 
 
 class PathNotAllowedError(ReMeError):

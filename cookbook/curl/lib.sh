@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Helpers shared by the curl cookbook scripts. Source it after setting BASE_URL (default $REME_BASE_URL or
-# http://127.0.0.1:8002). Needs curl, and jq or python3 to read fields out of responses.
+# http://127.0.0.1:8002). Needs curl, and jq or python3 to read fields out of responses. With $REME_API_KEY set,
+# every request carries it as `Authorization: Bearer <key>` (see "Securing the service" in the README).
 
 BASE_URL="${BASE_URL:-${REME_BASE_URL:-http://127.0.0.1:8002}}"
 BASE_URL="${BASE_URL%/}"
 # One suffix per run, so repeated runs (and runs against a shared server) never see each other's memories.
 RUN_ID="${REME_RUN_ID:-$(date +%s)_$$}"
 LAST_BODY=""
+AUTH_HEADER=()
+if [ -n "${REME_API_KEY:-}" ]; then AUTH_HEADER=(-H "Authorization: Bearer $REME_API_KEY"); fi
 
 # post FLOW JSON: POST the body to /FLOW; prints the response and stops the script unless it is HTTP 200 with
 # "success": true. The body is kept in LAST_BODY for `field`.
 post() {
   local flow="$1" body="$2" out status
   echo "--> POST /$flow"
-  out="$(curl -sS -X POST "$BASE_URL/$flow" -H 'content-type: application/json' -d "$body" -w $'\n%{http_code}')" || {
+  out="$(curl -sS -X POST "$BASE_URL/$flow" -H 'content-type: application/json' "${AUTH_HEADER[@]}" -d "$body" -w $'\n%{http_code}')" || {
     echo "FAIL: could not reach $BASE_URL" >&2
     exit 1
   }

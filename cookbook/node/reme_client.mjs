@@ -79,6 +79,7 @@
  * @property {number} [retries]        extra attempts after a connection failure (default 3)
  * @property {number} [backoffMs]      first wait between attempts, doubled each time (default 200)
  * @property {Record<string, string>} [headers]
+ * @property {string} [apiKey]  sent as `Authorization: Bearer <key>`; default: $REME_API_KEY
  * @property {typeof fetch} [fetch]    a fetch implementation (default: the global one)
  */
 
@@ -187,7 +188,8 @@ export class ReMeClient {
     this.loadTimeoutMs = options.loadTimeoutMs ?? 1_800_000;
     this.retries = options.retries ?? 3;
     this.backoffMs = options.backoffMs ?? 200;
-    this.headers = options.headers ?? {};
+    const apiKey = options.apiKey ?? process.env.REME_API_KEY ?? "";
+    this.headers = { ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}), ...(options.headers ?? {}) };
     this.fetch = options.fetch ?? globalThis.fetch;
   }
 

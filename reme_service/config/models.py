@@ -93,6 +93,9 @@ class InputField(_Strict):
     maximum: float | None = None
     exclusive_minimum: float | None = None
     min_items: int | None = None
+    workspace: bool = Field(
+        default=False, description="the value names another workspace (e.g. copy's source): a key must cover it too"
+    )
 
 
 class FlowConfig(_Strict):
@@ -100,6 +103,30 @@ class FlowConfig(_Strict):
     description: str = ""
     input_schema: dict[str, InputField] = Field(default_factory=dict)
     stream: bool = False
+    access: Literal["read", "write"] = Field(
+        default="write", description="what an API key needs to call the flow: read keys may only call read flows"
+    )
+    read_when: dict[str, list[str]] = Field(
+        default_factory=dict, description="a write flow is a read when request field F is one of these values"
+    )
+
+
+class RateLimitConfig(_Strict):
+    """A token bucket per API key: `requests_per_second` on average, bursts of up to `burst`. Off when null."""
+
+    requests_per_second: float | None = Field(default=None, gt=0)
+    burst: int = Field(default=20, ge=1)
+
+
+class AuthConfig(_Strict):
+    """API keys (see docs/security.md). `auto`: keys are required when the service listens on anything but
+    loopback, or as soon as the key file holds a key (a revoked one too: revoking the last key does not open the
+    service again); `required`: always; `off`: never (a warning when not on loopback)."""
+
+    mode: Literal["auto", "required", "off"] = "auto"
+    keys_file: str = Field(default="", description="empty = <data_dir>/auth/keys.json; share one between processes")
+    reload_seconds: float = Field(default=1.0, gt=0, le=60, description="how often the key file is checked")
+    rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
 
 
 class AppConfig(_Strict):
@@ -122,6 +149,7 @@ class AppConfig(_Strict):
     thread_pool_max_workers: int = 16
     http: HttpConfig = Field(default_factory=HttpConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

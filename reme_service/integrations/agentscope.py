@@ -106,7 +106,10 @@ class ReMeLongTermMemory(LongTermMemoryBase):
         task_score: float = 1.0,
         timeout: float = 120.0,
         client: AsyncReMeClient | None = None,
+        api_key: str | None = None,
     ) -> None:
+        """`api_key` (default: `REME_API_KEY`) is the key of a service that requires one; it must cover the
+        workspace (`workspace_id`, else `user_name`)."""
         super().__init__()
         if kind not in ("personal", "task"):
             raise ValueError(f"kind must be 'personal' or 'task', not {kind!r}")
@@ -115,7 +118,9 @@ class ReMeLongTermMemory(LongTermMemoryBase):
         self.kind = kind
         self.task_score = task_score
         self._owns_client = client is None
-        self.client = client or AsyncReMeClient(base_url, workspace_id=self.workspace_id, timeout=timeout)
+        self.client = client or AsyncReMeClient(
+            base_url, workspace_id=self.workspace_id, timeout=timeout, api_key=api_key
+        )
         self._recorded_ids: set[str] = set()
 
     async def close(self) -> None:

@@ -25,6 +25,7 @@ from reme_service.app import ReMeApp
 from reme_service.errors import ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
+from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
 from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
@@ -138,6 +139,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
             retry_after=http.retry_after,
         ),
     )
+    api.add_middleware(AuthGate, access=app.access)  # outside EdgeGuard: a request without a key is not read
     if app.config.http.cors_origins:
         api.add_middleware(
             CORSMiddleware,

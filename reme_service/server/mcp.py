@@ -26,12 +26,14 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service import __version__
+from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_tools import call_flow, tool_for
 
 if TYPE_CHECKING:
@@ -140,7 +142,7 @@ def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecy
             if manage_lifecycle:
                 await app.stop()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AuthGate, access=app.access)])
 
 
 def run_mcp(app: ReMeApp) -> None:

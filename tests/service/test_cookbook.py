@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from reme_service.auth.keyfile import create_key
 from tests.conftest import REPO_ROOT
 from tests.service.conftest import ServeFn
 
@@ -37,29 +38,43 @@ def _node() -> str:
     return node
 
 
-def _run(args: list[str], base_url: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REME_BASE_URL": base_url}
+def _run(
+    args: list[str], base_url: str, timeout: float = 300, api_key: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REME_BASE_URL": base_url, "REME_API_KEY": api_key}
     return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_node_client_tests_pass_against_a_live_server(serve: ServeFn, tmp_path: Path) -> None:
+def _admin_key(tmp_path: Path, keyed: bool) -> str:
+    """With `keyed`, a key for every workspace, created before the service starts: the service then requires one,
+    and the clients must send what REME_API_KEY holds."""
+    if not keyed:
+        return ""
+    return create_key(tmp_path / "data" / "auth" / "keys.json", workspaces=["*"], scope="admin")[1]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["open", "with-api-key"])
+def test_node_client_tests_pass_against_a_live_server(serve: ServeFn, tmp_path: Path, keyed: bool) -> None:
     node = _node()
+    key = _admin_key(tmp_path, keyed)
     with serve(*_overrides(tmp_path)) as client:
-        result = _run([node, "--test", "cookbook/node/"], str(client.base_url).rstrip("/"))
+        result = _run([node, "--test", "cookbook/node/"], str(client.base_url).rstrip("/"), api_key=key)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert re.search(r"^# pass [1-9]", output, re.M), output
     assert re.search(r"^# fail 0$", output, re.M) and re.search(r"^# skipped 0$", output, re.M), output
 
 
-def test_curl_cookbook_runs_against_a_live_server(serve: ServeFn, tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyed", [False, True], ids=["open", "with-api-key"])
+def test_curl_cookbook_runs_against_a_live_server(serve: ServeFn, tmp_path: Path, keyed: bool) -> None:
     bash, curl = shutil.which("bash"), shutil.which("curl")
     if bash is None or curl is None:
         pytest.skip("the curl cookbook needs bash and curl")
     if shutil.which("jq") is None and shutil.which("python3") is None:
         pytest.skip("the curl cookbook needs jq or python3 to read responses")
+    key = _admin_key(tmp_path, keyed)
     with serve(*_overrides(tmp_path)) as client:
-        result = _run([bash, "cookbook/curl/run_all.sh", str(client.base_url).rstrip("/")], "")
+        result = _run([bash, "cookbook/curl/run_all.sh", str(client.base_url).rstrip("/")], "", api_key=key)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "curl cookbook: 5 passed, 0 failed, 0 skipped" in output, output

@@ -3,8 +3,13 @@ workspace (validated) and the prompt language."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel
 
+from reme_service.auth.caller import TRUSTED, Caller
+from reme_service.auth.policy import authorize
+from reme_service.context_vars import current_caller
 from reme_service.flow.context import FlowContext
 from reme_service.services import Services
 from reme_service.stores.base import validate_workspace_id
@@ -23,11 +28,23 @@ class ServiceContext(FlowContext):
         services: Services,
         workspace_id: str,
         language: str = "",
+        caller: Caller = TRUSTED,
     ) -> None:
         super().__init__(flow_name=flow_name, request_id=request_id, request=request)
         self.services = services
         self.workspace_id = workspace_id
         self.language = language
+        self.caller = caller
+
+    @property
+    def working_root(self) -> Path:
+        """Where this request's working-memory files live: the configured root for a trusted caller (no API
+        keys, stdio, the Python API); for a caller with a key, the workspace's own folder under it
+        (`<root>/workspaces/<workspace id>`), so a key reaches no other workspace's files."""
+        root = self.services.config.working_memory_root
+        if self.caller.key_id is None:
+            return root
+        return root / "workspaces" / self.workspace_id
 
     def without_llm(self, op_name: str) -> None:
         """Record in `metadata.no_llm_ops` that an op ran its deterministic no-LLM path."""
@@ -35,7 +52,8 @@ class ServiceContext(FlowContext):
 
 
 class ServiceContextFactory:
-    """Builds a `ServiceContext` per request: resolves and validates the workspace (400 on a bad id)."""
+    """Builds a `ServiceContext` per request: resolves and validates the workspace (400 on a bad id) and checks that
+    the request's caller (`context_vars.current_caller`; trusted when unset) may make it (403: `auth.policy`)."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
@@ -43,11 +61,17 @@ class ServiceContextFactory:
     def __call__(self, flow_name: str, request_id: str, request: BaseModel) -> ServiceContext:
         config = self._services.config
         requested = getattr(request, "workspace_id", "") or config.default_workspace
+        workspace_id = validate_workspace_id(requested)
+        caller = current_caller.get() or TRUSTED
+        flow = config.flow.get(flow_name)
+        if flow is not None:
+            authorize(caller, flow_name, flow, request, workspace_id)
         return ServiceContext(
             flow_name=flow_name,
             request_id=request_id,
             request=request,
             services=self._services,
-            workspace_id=validate_workspace_id(requested),
+            workspace_id=workspace_id,
             language=config.language,
+            caller=caller,
         )

@@ -61,7 +61,7 @@ class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
     async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         require_llm(ctx, params.llm)
-        root = WorkingRoot(ctx.services.config.working_memory_root)
+        root = WorkingRoot(ctx.working_root)
         request = read_request(ctx, root)
         system = Message(role=Role.SYSTEM, content=self.render(ctx, "system"))
         messages = [system, *conversation(ctx)]

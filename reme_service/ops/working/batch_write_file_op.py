@@ -22,6 +22,6 @@ class BatchWriteFileOp(ServiceOp[OpParams]):
 
     async def run(self, ctx: ServiceContext) -> None:
         files = ctx.get(keys.WRITE_FILE_DICT, {})
-        root = WorkingRoot(ctx.services.config.working_memory_root)
+        root = WorkingRoot(ctx.working_root)
         written = await asyncio.to_thread(write_files_atomically, root, files) if files else []
         ctx.response.metadata["written_files"] = written

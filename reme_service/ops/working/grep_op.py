@@ -39,7 +39,7 @@ class GrepOp(ServiceOp[GrepParams]):
     inputs = (fields.FILE_PATH, PATTERN, LIMIT, LITERAL, CASE_SENSITIVE)
 
     async def run(self, ctx: ServiceContext) -> None:
-        root = WorkingRoot(ctx.services.config.working_memory_root)
+        root = WorkingRoot(ctx.working_root)
         result = await ctx.services.regex_lane.run(
             grep_file,
             root,

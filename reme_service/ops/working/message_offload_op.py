@@ -39,7 +39,7 @@ class MessageOffloadOp(ServiceOp[OffloadParams]):
     writes = (keys.WRITE_FILE_DICT,)
 
     async def run(self, ctx: ServiceContext) -> None:
-        root = WorkingRoot(ctx.services.config.working_memory_root)
+        root = WorkingRoot(ctx.working_root)
         request = read_request(ctx, root)
         messages = ctx.input(common_fields.MESSAGES)
         with_llm = ctx.services.llm(self.params.llm).available

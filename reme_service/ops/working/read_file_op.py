@@ -27,7 +27,7 @@ class ReadFileOp(ServiceOp[OpParams]):
     inputs = (fields.FILE_PATH, OFFSET, LIMIT)
 
     async def run(self, ctx: ServiceContext) -> None:
-        root = WorkingRoot(ctx.services.config.working_memory_root)
+        root = WorkingRoot(ctx.working_root)
         result = await asyncio.to_thread(
             read_file,
             root,

@@ -1,0 +1,114 @@
+"""The service's live view of the key file: authenticates presented keys, sees changes within `reload_seconds`.
+
+The file is checked (one `stat`) at most every `reload_seconds` on the request path, and read again when its
+inode, size or modification time changed, so a key created or revoked by `reme keys` in another process counts
+from the next request after that. At start an unreadable file stops the service (`ConfigError`); later, a file
+that became unreadable fails closed: every keyed request gets 503 until it is repaired (the last good copy is not
+used, since it may hold a key that was meant to be revoked).
+
+When each key was last used is kept in memory and written to `last_used.json` beside the key file by `flush`
+(the app calls it every few seconds and at stop), never on the request path.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reme_service.auth.caller import Caller
+from reme_service.auth.keyfile import KeyFile, hash_key, parse_key, read_key_file, read_last_used, write_last_used
+from reme_service.errors import ConfigError, HTTPStatusError, UnauthorizedError
+
+logger = logging.getLogger("reme_service.auth")
+
+_Stamp = tuple[int, int, int] | None
+
+
+class KeyRing:
+    def __init__(self, path: Path, *, reload_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self.reload_seconds = reload_seconds
+        self._clock = clock
+        self._keys = KeyFile()
+        self._stamp: _Stamp = None
+        self._checked = float("-inf")
+        self._broken: str | None = None
+        self._used: dict[str, datetime] = {}
+        self._dirty = False
+
+    def _stat(self) -> _Stamp:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def load(self) -> None:
+        """Read the file now; ConfigError when it is unreadable (the service then refuses to start)."""
+        stamp = self._stat()
+        self._keys = read_key_file(self.path)
+        self._stamp = stamp
+        self._checked = self._clock()
+        self._broken = None
+        self._used = read_last_used(self.path)
+
+    def refresh(self) -> None:
+        """Re-read the file if it changed and `reload_seconds` passed since the last look."""
+        now = self._clock()
+        if now - self._checked < self.reload_seconds:
+            return
+        self._checked = now
+        stamp = self._stat()
+        if stamp == self._stamp and self._broken is None:
+            return
+        try:
+            self._keys = read_key_file(self.path)
+        except ConfigError as exc:
+            if self._broken != exc.message:
+                logger.error("%s; keyed requests get 503 until it is repaired", exc.message)
+            self._broken = exc.message
+            return
+        if self._broken is not None:
+            logger.info("auth: the key file is readable again")
+        self._broken = None
+        self._stamp = stamp
+
+    def has_keys(self) -> bool:
+        """Whether the file holds any key, revoked ones included (or is broken: then the answer must be yes, so
+        that checking stays on). Revoking the last key must not open a service that keys had closed."""
+        self.refresh()
+        return self._broken is not None or bool(self._keys.keys)
+
+    def has_active_keys(self) -> bool:
+        self.refresh()
+        return self._broken is None and any(record.active for record in self._keys.keys)
+
+    def authenticate(self, key: str) -> Caller:
+        """The caller `key` stands for; 401 for a malformed, unknown or revoked key, 503 if the file is broken."""
+        self.refresh()
+        if self._broken is not None:
+            raise HTTPStatusError("API keys cannot be checked now (see the server log)", status=503, code="unavailable")
+        key_id = parse_key(key)
+        record = self._keys.find(key_id) if key_id else None
+        if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
+            raise UnauthorizedError("unknown API key")
+        if not record.active:
+            raise UnauthorizedError("this API key was revoked")
+        self._used[record.id] = datetime.now(UTC)
+        self._dirty = True
+        return record.caller()
+
+    def flush(self) -> None:
+        """Write when each key was last used (blocking: call it in a worker thread)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        try:
+            write_last_used(self.path, dict(self._used))
+        except OSError as exc:
+            logger.warning("auth: could not record when keys were last used: %s", exc)

@@ -1,0 +1,59 @@
+"""`AuthGate`: the ASGI middleware that turns a request's API key into the `Caller` the flows run as.
+
+It sits in front of the HTTP routes and of MCP's SSE and streamable-HTTP apps (stdio is local and trusted). Each
+request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the caller is set in
+`context_vars.current_caller` for the rest of the request (the flow runner's context factory checks the workspace
+and the scope against it), or the request is answered at once: 401 with `WWW-Authenticate: Bearer`, 429 with
+`Retry-After`, in the error envelope. Health, the OpenAPI document and its pages stay open: they say nothing
+private.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from reme_service.auth.access import Access
+from reme_service.auth.credentials import presented_key
+from reme_service.context_vars import current_caller
+from reme_service.errors import RateLimitedError, ReMeError, UnauthorizedError
+from reme_service.server.envelope import envelope_response, request_id_from
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
+
+
+class AuthGate:
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS or scope.get("method") == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        try:
+            caller = self.access.caller(presented_key(scope.get("headers", ())))
+        except ReMeError as error:
+            await self._refuse(scope, send, error)
+            return
+        token = current_caller.set(caller)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_caller.reset(token)
+
+    @staticmethod
+    async def _refuse(scope: Message, send: Send, error: ReMeError) -> None:
+        retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
+        status, headers, body = envelope_response(
+            error, request_id_from(scope.get("headers", ())), retry_after=retry_after
+        )
+        if isinstance(error, UnauthorizedError):
+            headers.append((b"www-authenticate", b'Bearer realm="reme"'))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
