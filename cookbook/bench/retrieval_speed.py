@@ -163,6 +163,12 @@ def make_queries(count: int, seed: int) -> list[str]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def api_key_headers() -> dict[str, str]:
+    """`Authorization: Bearer $REME_API_KEY` when that is set (a server that requires keys), else nothing."""
+    key = os.environ.get("REME_API_KEY", "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -308,7 +314,7 @@ def check_response(response: httpx.Response) -> str | None:
 def load_library(server: Server, workspace_id: str, timeout: float) -> tuple[float, int]:
     """POST the load action; returns (seconds, loaded size)."""
     payload = {"workspace_id": workspace_id, "action": "load", "path": "lib"}
-    with httpx.Client(base_url=server.base_url, timeout=timeout) as client:
+    with httpx.Client(base_url=server.base_url, headers=api_key_headers(), timeout=timeout) as client:
         start = time.perf_counter()
         response = client.post("/vector_store", json=payload)
         elapsed = time.perf_counter() - start
@@ -320,7 +326,7 @@ def load_library(server: Server, workspace_id: str, timeout: float) -> tuple[flo
 
 def sequential(server: Server, workspace_id: str, queries: Sequence[str], requests: int, result: SizeResult) -> None:
     samples: list[float] = []
-    with httpx.Client(base_url=server.base_url, timeout=60.0) as client:
+    with httpx.Client(base_url=server.base_url, headers=api_key_headers(), timeout=60.0) as client:
         for i in range(WARMUP_REQUESTS + requests):
             payload = {"workspace_id": workspace_id, "query": queries[i % len(queries)], "top_k": TOP_K}
             start = time.perf_counter()
@@ -361,7 +367,9 @@ async def _throughput(
             samples.append(await one(client, queries[index % len(queries)]))
             index += concurrency
 
-    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60.0) as client:
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers=api_key_headers(), limits=limits, timeout=60.0
+    ) as client:
         await asyncio.gather(*(one(client, queries[i % len(queries)]) for i in range(concurrency)))  # open sockets
         server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
         start = time.perf_counter()

@@ -20,6 +20,7 @@ from reme_service.auth.keyfile import create_key, revoke_key
 from reme_service.client import ReMeClient
 from reme_service.errors import ConfigError, UnauthorizedError
 from tests.conditions import until
+from tests.fakes.service_process import running_service
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -237,3 +238,27 @@ def test_the_python_client_sends_its_key(serve: ServeFn, tmp_path: Path, monkeyp
         monkeypatch.delenv("REME_API_KEY")
         with ReMeClient(base_url, workspace_id="alice") as anonymous, pytest.raises(UnauthorizedError):
             anonymous.call("vector_store", action="list")
+
+
+def test_the_readme_walk_through_as_a_new_user(tmp_path: Path) -> None:
+    """README "Securing the service": create a key with the CLI, start a service that requires keys (here with
+    auth.mode=required on loopback rather than on every interface), call it with and without the key, revoke it."""
+    data = f"data_dir={tmp_path / 'data'}"
+    created = _reme("keys", "create", "--workspace", "alice", "--scope", "write", "--name", "alice-agent", data,
+                    cwd=tmp_path)  # fmt: skip
+    key = created.stdout.strip().splitlines()[-1]
+    with running_service(tmp_path, data, "auth.mode=required", "embedding_model.default.backend=hash") as base_url:
+        query = {"workspace_id": "alice", "query": "paging"}
+        ok = httpx.post(f"{base_url}/retrieve_task_memory", json=query, headers=bearer(key), timeout=30)
+        assert ok.status_code == 200 and ok.json()["success"] is True
+        other = httpx.post(f"{base_url}/retrieve_task_memory", json={**query, "workspace_id": "bob"},
+                           headers=bearer(key), timeout=30)  # fmt: skip
+        assert other.status_code == 403
+        assert httpx.post(f"{base_url}/retrieve_task_memory", json=query, timeout=30).status_code == 401
+        listed = _reme("keys", "list", data, cwd=tmp_path)
+        key_id = key.split("_")[1]
+        assert key_id in listed.stdout and "alice-agent" in listed.stdout
+        assert _reme("keys", "revoke", key_id, data, cwd=tmp_path).returncode == 0
+        wait_for(
+            lambda: httpx.post(f"{base_url}/retrieve_task_memory", json=query, headers=bearer(key)).status_code == 401
+        )
