@@ -134,3 +134,17 @@ def test_reme_published_libraries_load(serve: ServeFn, tmp_path: Path, name: str
         assert len(listed) == size and {m["memory_type"] for m in listed} == {"task"}
         hit = reme.retrieve_task_memory(listed[0]["when_to_use"], top_k=3, workspace_id="reme_lib")
         assert listed[0]["memory_id"] in {m["memory_id"] for m in hit.memory_list}
+
+
+def test_a_load_logs_what_it_loaded_and_how_long_it_took(
+    serve: ServeFn, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = OUR_LIBRARIES[0]
+    with (
+        serve(f"file_roots={json.dumps([str(LIBRARY_DIR)])}") as http,
+        _client(http) as reme,
+        caplog.at_level("INFO", logger="reme_service.library"),
+    ):
+        reme.vector_store("load", path=str(path), workspace_id="logged")
+    lines = [r.getMessage() for r in caplog.records if r.name == "reme_service.library"]
+    assert any(f"loaded {len(_lines(path))} memories into logged in " in line for line in lines), lines

@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -16,10 +19,15 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
-from reme_service.schema.memory import memory_from_dict, memory_from_node
+from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
+from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore, validate_workspace_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert")
+#: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
+OFF_LOOP_NODES = 1000
+
+logger = logging.getLogger("reme_service.library")
 
 
 class VectorStoreActionParams(OpParams):
@@ -68,20 +76,23 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
 
     async def _list(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
         nodes = await store.list_nodes(ctx.workspace_id)
-        return [memory_from_node(n).model_dump(mode="json") for n in nodes]
+        return await _off_loop_if_large(nodes, _memory_dicts)
 
     async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         target = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
         nodes = await store.list_nodes(ctx.workspace_id)
-        memories = [memory_from_node(n) for n in nodes]
+        memories = await _off_loop_if_large(nodes, _memories)
         await write_library(target, memories)
         return {"size": len(memories), "path": str(target)}
 
     async def _load(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         source = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
+        started = time.perf_counter()
         nodes = await read_library_nodes(source, ctx.workspace_id)
         async with store.lock(ctx.workspace_id):
             size = await store.replace_workspace(ctx.workspace_id, nodes)
+        seconds = time.perf_counter() - started
+        logger.info("[%s] loaded %d memories into %s in %.1f s", ctx.request_id, size, ctx.workspace_id, seconds)
         return {"size": size}
 
     async def _copy(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
@@ -116,3 +127,21 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         async with store.lock(ctx.workspace_id):
             await store.upsert(ctx.workspace_id, nodes)
         return {"size": len(nodes), "memory_ids": [n.unique_id for n in nodes]}
+
+
+R = TypeVar("R")
+
+
+def _memories(nodes: Sequence[VectorNode]) -> list[BaseMemory]:
+    return [memory_from_node(n) for n in nodes]
+
+
+def _memory_dicts(nodes: Sequence[VectorNode]) -> list[dict[str, Any]]:
+    return [memory_from_node(n).model_dump(mode="json") for n in nodes]
+
+
+async def _off_loop_if_large(nodes: Sequence[VectorNode], convert: Callable[[Sequence[VectorNode]], R]) -> R:
+    """`convert(nodes)`, in a worker thread when there are many (10,000 memories take ~0.1 s of CPU)."""
+    if len(nodes) > OFF_LOOP_NODES:
+        return await asyncio.to_thread(convert, nodes)
+    return convert(nodes)
