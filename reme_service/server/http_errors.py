@@ -42,9 +42,15 @@ _CODES = {
 
 FLOW_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": FlowResponse, "description": "invalid value, or a malformed JSON body (the error envelope)"},
-    403: {"model": FlowResponse, "description": "a path outside the allowed roots (the error envelope)"},
+    401: {"model": FlowResponse, "description": "no API key where one is required, or an unknown or revoked key"},
+    403: {
+        "model": FlowResponse,
+        "description": "the API key does not cover the workspace or the action (`forbidden`), or a path outside the "
+        "allowed roots (`path_not_allowed`)",
+    },
     408: {"model": FlowResponse, "description": "the request body stalled longer than http.body_timeout"},
     413: {"model": FlowResponse, "description": "the request body is larger than http.max_body_bytes"},
+    429: {"model": FlowResponse, "description": "the API key's rate limit (`auth.rate_limit`); with Retry-After"},
     500: {"model": FlowResponse, "description": "unexpected failure, logged with the request id"},
     502: {"model": FlowResponse, "description": "the LLM or embedding provider failed after its retries"},
     503: {

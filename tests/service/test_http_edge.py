@@ -287,7 +287,7 @@ def test_openapi_documents_the_error_responses_of_every_flow(serve: ServeFn) -> 
         assert "/retrieve_task_memory" in flows
         for path in flows:
             responses = paths[path]["post"]["responses"]
-            for status in ("400", "408", "413", "422", "500", "502", "503"):
+            for status in ("400", "401", "403", "408", "413", "422", "429", "500", "502", "503"):
                 assert status in responses, (path, status)
             assert responses["413"]["content"]["application/json"]["schema"] == {
                 "$ref": "#/components/schemas/FlowResponse"
