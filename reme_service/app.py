@@ -13,14 +13,21 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from reme_service.audit.log import AuditLog
+from reme_service.audit.record import AuditRecord
+from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
+from reme_service.auth.caller import TRUSTED
+from reme_service.auth.policy import needed_scope
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
+from reme_service.context_vars import current_caller, current_trail
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.expression import parse_flow
@@ -86,6 +93,9 @@ class ReMeApp:
             parse_store_params(store_cfg.backend, store_cfg.params)
         # API keys: read now, so a broken key file or an exposed service without keys stops before serving
         self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host())
+        audit = self.config.audit
+        audit_dir = Path(audit.dir).expanduser().resolve() if audit.dir else self.data_dir / "audit"
+        self.audit_log = AuditLog(audit_dir) if audit.enabled else None
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -213,17 +223,50 @@ class ReMeApp:
         With `offload` (a large request, so likely a large answer) the response is dumped in a worker thread."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
+        trail = AuditTrail()
+        token = current_trail.set(trail) if self.audit_log is not None else None
         try:
             response = await runner.run(request, request_id=request_id)
         except ReMeError as error:
             if error.status >= 500:  # the client gets the message; the operator should see it too
                 logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
+            await self._audit(runner.name, request, request_id, trail, error.code)
             return error.status, error_envelope(error, request_id)
+        finally:
+            if token is not None:
+                current_trail.reset(token)
+        await self._audit(runner.name, request, request_id, trail, None)
         if not offload:
             return 200, response.model_dump(mode="json")
         held = [response]  # the last reference: the model is dumped, and freed, in the worker thread
         del response
         return 200, await asyncio.to_thread(_dump_releasing, held)
+
+    async def _audit(
+        self, flow: str, request: BaseModel, request_id: str, trail: AuditTrail, error_code: str | None
+    ) -> None:
+        """Write the request's audit record when it changed something or was meant to (a write request, also when
+        it failed or was refused); on disk before the answer. Reads leave no record."""
+        config = self.config.flow.get(flow)
+        writes = config is not None and needed_scope(config, request) == "write"
+        if self.audit_log is None or not (writes or trail.changed_anything):
+            return
+        workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
+        action = getattr(request, "action", "") if flow == "vector_store" else flow
+        record = AuditRecord.of(
+            time=datetime.now(UTC),
+            request_id=request_id,
+            caller=current_caller.get() or TRUSTED,
+            workspace_id=workspace,
+            flow=flow,
+            action=str(action or flow),
+            trail=trail,
+            error_code=error_code,
+        )
+        source = getattr(request, "src_workspace_id", "")
+        if flow == "vector_store" and action == "copy" and source:
+            record.extra["src_workspace_id"] = source
+        await self.audit_log.append(record)
 
     async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
         """Run flow `name` with these request fields; returns the response dict (errors included)."""

@@ -16,6 +16,7 @@ Examples:
   reme backend=mcp mcp.transport=stdio            (or sse / streamable-http with mcp.host, mcp.port)
   reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
 API keys: reme keys create|list|revoke ...  (see `reme keys --help`)
+Audit log: reme audit [--workspace W] [--since T] ...  (see `reme audit --help`)
 Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
 """
 
@@ -26,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from reme_service.auth.cli import main as keys_main
 
         return keys_main(args[1:])
+    if args and args[0] == "audit":
+        from reme_service.audit.cli import main as audit_main
+
+        return audit_main(args[1:])
     if any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0

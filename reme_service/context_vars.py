@@ -6,16 +6,21 @@ client sends it as the `X-ReMe-Op` header, so a gateway or proxy in front of the
 and tokens to the step that made them; test doubles choose their scripted replies by it.
 
 `current_caller` is the identity (`auth.caller.Caller`) the request's API key grants, set by the HTTP and MCP
-edges; the audit log records its key id and name.
+edges; the audit log records its key id and name. `current_trail` collects what the request changed
+(`audit.trail.AuditTrail`), for the one audit record the app writes when the request ends.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 
+from reme_service.audit.trail import AuditTrail
 from reme_service.auth.caller import Caller
 
 current_op: ContextVar[str] = ContextVar("current_op", default="")
 
 #: the identity behind the current request; `None` means no request is being served (start-up, scripts)
 current_caller: ContextVar[Caller | None] = ContextVar("current_caller", default=None)
+
+#: what the current request changed, for its audit record; `None` when nothing is being audited
+current_trail: ContextVar[AuditTrail | None] = ContextVar("current_trail", default=None)

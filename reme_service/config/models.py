@@ -118,6 +118,13 @@ class RateLimitConfig(_Strict):
     burst: int = Field(default=20, ge=1)
 
 
+class AuditConfig(_Strict):
+    """One JSON line per request that changes memories or files (docs/security.md, "Audit log")."""
+
+    enabled: bool = True
+    dir: str = Field(default="", description="empty = <data_dir>/audit; one <UTC date>.jsonl file a day")
+
+
 class AuthConfig(_Strict):
     """API keys (see docs/security.md). `auto`: keys are required when the service listens on anything but
     loopback, or as soon as the key file holds a key (a revoked one too: revoking the last key does not open the
@@ -150,6 +157,7 @@ class AppConfig(_Strict):
     http: HttpConfig = Field(default_factory=HttpConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

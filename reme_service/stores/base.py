@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.audited import audit_writes
 
 _WORKSPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -67,6 +68,10 @@ class VectorStore(ABC):
     """Base class of all backends. Subclasses implement the abstract methods."""
 
     backend: str = "abstract"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        audit_writes(cls)  # every backend's writes reach the request's audit trail
 
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         self.embedder = embedder

@@ -54,4 +54,5 @@ async def test_a_library_load_logs_progress_and_its_total(
     total = library.stat().st_size
     assert len(progress) >= SIZE - 1, lines
     assert f"/{total} bytes" in progress[-1] and "memories/s" in progress[-1]
-    assert lines[-1].startswith(f"read lib.jsonl: {SIZE} memories in ")
+    assert lines[-2].startswith(f"read lib.jsonl: {SIZE} memories in ")
+    assert f"loaded {SIZE} memories into lib in " in lines[-1]  # the whole load: reading, embedding, storing

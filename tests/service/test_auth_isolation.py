@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from reme_service.app import ReMeApp
+from reme_service.audit.log import read_records
 from reme_service.auth.caller import ALL_WORKSPACES
 from reme_service.auth.keyfile import create_key, revoke_key
 from reme_service.server.http import create_http_app
@@ -107,6 +108,8 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
     statuses: Counter[int] = Counter()
     # which workspaces' markers each workspace may hold: its own, plus what an allowed copy brought in
     holds = {workspace: {workspace} for workspace in WORKSPACES}
+    writes: set[str] = set()  # request ids of the write requests that reached the flows (all must be audited)
+    reads: set[str] = set()
     async with app:
         api = create_http_app(app, manage_lifecycle=False)
         flows = sorted(app.flows)
@@ -134,6 +137,9 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
                 else:
                     assert got == want, (flow, workspace, key and key["scope"], response.text)
                 statuses[got] += 1
+                if got != 401:
+                    is_read = flow in READ_FLOWS or (flow == "vector_store" and body["action"] == "list")
+                    (reads if is_read else writes).add(response.headers["x-request-id"])
                 seen = set(MARKER.findall(response.text))
                 assert seen <= holds[workspace], (flow, workspace, seen, response.text[:300])
                 if flow == "vector_store" and body["action"] == "copy" and got == 200:
@@ -142,6 +148,10 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
             listed = await client_list(api, workspace, star)
             assert set(MARKER.findall(listed)) <= holds[workspace], workspace
     assert statuses[200] > 2_000 and statuses[401] > 500 and statuses[403] > 2_000, statuses
+    audited = {record.request_id for record in read_records(data / "audit")}
+    assert writes <= audited, f"{len(writes - audited)} write requests left no audit record"
+    assert not reads & audited, "a read request left an audit record"
+    assert len(writes) > 2_000
 
 
 async def client_list(api: Any, workspace: str, headers: dict[str, str]) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
+from reme_service.context_vars import current_trail
 from reme_service.durable import fsync_path
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
 from reme_service.schema.paths import path_problem
@@ -108,7 +109,11 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
             tmp.unlink(missing_ok=True)
         which = f" {current!r}" if current else "s"
         raise StoreError(f"could not write working-memory file{which}: {exc.strerror or exc}") from exc
-    return [rel for rel, _ in targets]
+    written = [rel for rel, _ in targets]
+    trail = current_trail.get()  # the caller's context (asyncio.to_thread copies it)
+    if trail is not None:
+        trail.wrote_files(written)
+    return written
 
 
 def existing_indices(directory: Path, prefix: str, suffix: str) -> set[int]:

@@ -1,0 +1,55 @@
+"""What one request changed, gathered while it runs: the stores and the working-memory writer add to the
+request's `AuditTrail` (found through `context_vars.current_trail`), the app writes it as one record at the end.
+
+`VectorStore` records its own writes (see `stores/base.py`: `upsert`, `delete_ids`, `replace_workspace`,
+`delete_workspace` of every backend are wrapped once, when the backend class is defined), so no op has to
+remember to report what it changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class AuditTrail:
+    """The changes of one request. Safe to add to from worker threads."""
+
+    added: dict[str, list[str]] = field(default_factory=dict)  # workspace -> ids, in order, no repeats
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    deleted: dict[str, list[str]] = field(default_factory=dict)
+    dropped_workspaces: dict[str, int] = field(default_factory=dict)  # workspace -> memories it held
+    files: list[str] = field(default_factory=list)  # working-memory paths written, relative to their root
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.added or self.changed or self.deleted or self.dropped_workspaces or self.files)
+
+    def _add(self, bucket: dict[str, list[str]], workspace_id: str, ids: list[str]) -> None:
+        with self._lock:
+            present = bucket.setdefault(workspace_id, [])
+            seen = set(present)
+            for memory_id in ids:
+                if memory_id not in seen:
+                    seen.add(memory_id)
+                    present.append(memory_id)
+
+    def wrote(self, workspace_id: str, *, added: list[str], changed: list[str]) -> None:
+        if added:
+            self._add(self.added, workspace_id, added)
+        if changed:
+            self._add(self.changed, workspace_id, changed)
+
+    def deleted_ids(self, workspace_id: str, ids: list[str]) -> None:
+        if ids:
+            self._add(self.deleted, workspace_id, ids)
+
+    def dropped_workspace(self, workspace_id: str, count: int) -> None:
+        with self._lock:
+            self.dropped_workspaces[workspace_id] = self.dropped_workspaces.get(workspace_id, 0) + count
+
+    def wrote_files(self, paths: list[str]) -> None:
+        with self._lock:
+            self.files.extend(paths)
