@@ -1,8 +1,9 @@
 """`AuditLog`: appends records to `<dir>/<UTC date>.jsonl`, one line each, fsynced before the request answers.
 
 Appends are serialised by one lock and made with one `write` of the whole line on an `O_APPEND` descriptor, then
-`fsync` (`durable.append_synced`; the directory too when the day's file is new), so concurrent requests never interleave or tear lines and an answered request's
-line survives a crash. The blocking part runs in a worker thread.
+`fsync` (`durable.append_synced`; the directory too when the day's file is new), so concurrent requests never
+interleave or tear lines and an answered request's line survives a crash. The blocking part runs in a worker
+thread.
 """
 
 from __future__ import annotations
