@@ -29,6 +29,7 @@ from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.context_vars import current_caller, current_trail
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
+from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
@@ -83,10 +84,10 @@ class ReMeApp:
         # or a client an embedding application already owns). The app starts and closes them like its own.
         self._llm_clients = dict(llm_clients or {})
         self.data_dir = Path(self.config.data_dir).expanduser().resolve()
-        self.file_roots = [Path(r).expanduser().resolve() for r in self.config.file_roots] or [
-            Path.cwd().resolve(),
-            self.data_dir,
-        ]
+        if self.config.file_roots:
+            self.file_roots = FileRoots.configured(self.config.file_roots)
+        else:
+            self.file_roots = FileRoots.defaults(self.data_dir)
         self.op_registry = build_op_registry()
         self.flows = self._build_flows()
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
@@ -162,6 +163,7 @@ class ReMeApp:
             services.stores[name] = create_store(
                 store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
             )
+        await asyncio.to_thread(self.file_roots.prepare)
         for client in services.clients():
             await client.start()
         self.services = services

@@ -15,7 +15,7 @@ of the local store went through here.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -30,15 +30,21 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: Sequence[bytes | memoryview]) -> None:
-    """Replace `path` by the concatenated `chunks`, durably (temporary file `<name>.tmp`, rename, both fsynced)."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as file:
-        for chunk in chunks:
-            file.write(chunk)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+def atomic_write(path: Path, chunks: Iterable[bytes | memoryview], *, tmp: Path | None = None) -> None:
+    """Replace `path` by the concatenated `chunks` (any iterable: written as they come), durably: a temporary file
+    (`<name>.tmp` beside it, or `tmp`), fsynced, renamed over `path`, then the directory fsynced. On failure the
+    temporary file is removed and `path` is untouched."""
+    tmp = tmp or path.with_name(path.name + TMP_SUFFIX)
+    try:
+        with open(tmp, "wb") as file:
+            for chunk in chunks:
+                file.write(chunk)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_path(path.parent)
 
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from reme_service.concurrency import ThreadLane
 from reme_service.config.models import AppConfig
-from reme_service.errors import ConfigError, InvalidRequestError, PathNotAllowedError
+from reme_service.errors import ConfigError
+from reme_service.file_roots import FileRoots
 from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
-from reme_service.schema.paths import path_problem
 from reme_service.stores.base import VectorStore
 
 
@@ -27,11 +26,11 @@ class ManagedClient(Protocol):
 @dataclass
 class Services:
     config: AppConfig
+    file_roots: FileRoots  # where vector_store dump/load may read and write (`file_roots.py`)
     llms: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
     stores: dict[str, VectorStore] = field(default_factory=dict)
     prompts: PromptLibrary = field(default_factory=PromptLibrary)
-    file_roots: list[Path] = field(default_factory=list)
     #: client regexes (grep over working memory) run here, never in the default executor
     regex_lane: ThreadLane = field(default_factory=lambda: ThreadLane("reme-regex", 2))
 
@@ -66,18 +65,3 @@ class Services:
             return self.stores[name]
         except KeyError:
             raise ConfigError(f"no vector_store named {name!r}; configured: {', '.join(self.stores)}") from None
-
-    def resolve_path(self, path: str) -> Path:
-        """Resolve a client-supplied path (relative to the working directory); 403 if outside every root.
-
-        A path the file system cannot take (NUL, over-long part: `schema.paths.path_problem`) is a 400; request
-        fields of type `FilePath` are refused at the edge already, this covers every other caller."""
-        problem = path_problem(path)
-        if problem is not None:
-            raise InvalidRequestError(f"path {problem}", details={"field": "path"})
-        resolved = Path(path).expanduser().resolve()
-        for root in self.file_roots:
-            if resolved == root or resolved.is_relative_to(root):
-                return resolved
-        # The roots are not named: they would tell a client how the server's disk is laid out.
-        raise PathNotAllowedError(f"path {path!r} resolves outside the directories this service may read and write")

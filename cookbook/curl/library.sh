@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Memory libraries: load a published library (docs/library/*.jsonl) into a workspace, use it, copy it, dump it.
 # Usage: cookbook/curl/library.sh [BASE_URL]
-# The server resolves paths on its own machine and only inside its file roots (by default its working directory and
-# data_dir): run the server from the repository root, or list the repository in `file_roots`.
+# Paths name files in the server's library roots: `docs/library/...` the libraries that ship with it (read-only),
+# anything else its own `<data_dir>/libraries/` (where dumps go). No path reaches outside them.
 set -euo pipefail
 BASE_URL="${1:-${REME_BASE_URL:-http://127.0.0.1:8002}}"
 source "$(dirname "$0")/lib.sh"
 require_flows vector_store retrieve_task_memory
-LIBRARY="$(cd "$(dirname "$0")/../../docs/library" && pwd)/agent_basics.jsonl"
+LIBRARY="docs/library/agent_basics.jsonl"
 WS="curl_library_$RUN_ID"
 
 # 1. Load the library file into a workspace (embedded first; the workspace is replaced only when all is ready).
@@ -22,7 +22,7 @@ post vector_store '{"workspace_id": "'"$WS"'_copy", "action": "copy", "src_works
 post vector_store '{"workspace_id": "'"$WS"'_copy", "action": "list"}'
 expect "when_to_use" "the copied memories"
 
-# 4. Dump a workspace as a library file (<dir>/<workspace_id>.jsonl, relative to the server's working directory).
+# 4. Dump a workspace as a library file: <data_dir>/libraries/reme_library_dumps/<workspace_id>.jsonl on the server.
 post vector_store '{"workspace_id": "'"$WS"'_copy", "action": "dump", "path": "reme_library_dumps"}'
 
 post vector_store '{"workspace_id": "'"$WS"'", "action": "delete"}'

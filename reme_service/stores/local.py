@@ -362,8 +362,9 @@ class LocalVectorStore(MemoryVectorStore):
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
-        except OSError as exc:
-            raise StoreError(f"local vector store I/O failed in {self.store_dir}: {exc}") from exc
+        except OSError as exc:  # the answer says what failed, the log says where
+            logger.warning("local vector store I/O failed in %s: %s", self.store_dir, exc)
+            raise StoreError(f"local vector store I/O failed: {exc.strerror or type(exc).__name__}") from exc
 
     async def start(self) -> None:
         await self._io(self._prepare_dir)
@@ -376,9 +377,10 @@ class LocalVectorStore(MemoryVectorStore):
             leftover.unlink(missing_ok=True)
 
     async def health(self) -> dict[str, Any]:
+        # no paths here: /health is open, and the server's disk layout is nobody else's business
         if not await asyncio.to_thread(os.access, self.store_dir, os.W_OK):
-            return {"status": "down", "backend": self.backend, "reason": f"{self.store_dir} is not writable"}
-        return {"status": "ok", "backend": self.backend, "store_dir": str(self.store_dir)}
+            return {"status": "down", "backend": self.backend, "reason": "the store directory is not writable"}
+        return {"status": "ok", "backend": self.backend}
 
     # ----- loading and listing -----
 

@@ -22,9 +22,7 @@ pytestmark = pytest.mark.service
 
 
 def _overrides(tmp_path: Path) -> tuple[str, ...]:
-    # library.sh loads docs/library/agent_basics.jsonl by absolute path: allow that folder besides the test's own.
-    roots = f'["{REPO_ROOT / "docs" / "library"}", "{tmp_path}"]'
-    return (f"file_roots={roots}",)
+    return ()  # the default roots: library.sh reads docs/library (shipped, read-only) and dumps to data_dir
 
 
 def _node() -> str:
@@ -78,15 +76,16 @@ def test_curl_cookbook_runs_against_a_live_server(serve: ServeFn, tmp_path: Path
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "curl cookbook: 5 passed, 0 failed, 0 skipped" in output, output
-    assert list((tmp_path / "reme_library_dumps").glob("curl_library_*_copy.jsonl")), "the dump was written"
+    dumps = tmp_path / "data" / "libraries" / "reme_library_dumps"
+    assert list(dumps.glob("curl_library_*_copy.jsonl")), "the dump was written"
 
 
 def test_curl_runner_fails_when_a_request_fails(serve: ServeFn, tmp_path: Path) -> None:
     if shutil.which("bash") is None or shutil.which("curl") is None:
         pytest.skip("the curl cookbook needs bash and curl")
-    # the default file roots exclude docs/library, so library.sh's load is refused (403) and the runner must fail
-    with serve() as client:
+    # with only tmp_path as a root there is no docs/library, so library.sh's load fails (404): the runner must fail
+    with serve(f'file_roots=["{tmp_path}"]') as client:
         result = _run(["bash", "cookbook/curl/run_all.sh", str(client.base_url).rstrip("/")], "")
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "failed: library" in output and "HTTP 403" in output
+    assert "failed: library" in output and "HTTP 404" in output

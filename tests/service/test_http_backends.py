@@ -108,7 +108,7 @@ def test_vector_store_round_trip(serve: ServeFn, backend: list[str], tmp_path: P
         action(client, "ws", "insert", memory_dicts=MEMORIES)
         assert [m["memory_id"] for m in action(client, "ws", "list")] == ["m1", "m2", "m3"]
         assert action(client, "ws", "dump", path="dumps")["size"] == 3
-        assert (tmp_path / "dumps" / "ws.jsonl").read_text().count("\n") == 3
+        assert (tmp_path / "data" / "libraries" / "dumps" / "ws.jsonl").read_text().count("\n") == 3
         assert action(client, "ws2", "load", path="dumps/ws.jsonl") == {"size": 3}
         assert {m["workspace_id"] for m in action(client, "ws2", "list")} == {"ws2"}
         assert action(client, "ws3", "copy", src_workspace_id="ws") == {"size": 3}

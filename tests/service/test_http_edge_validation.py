@@ -192,7 +192,7 @@ def test_a_255_byte_path_part_still_works(serve: ServeFn, tmp_path: Path) -> Non
         name = "é" * 121 + ".jsonl"  # 242 + 6 = 248 bytes
         dumped = post_raw(client, "vector_store", {"workspace_id": "w", "action": "dump", "path": f"libs/{name}"})
         assert dumped.status_code == 200, dumped.text[:300]
-        assert (tmp_path / "libs" / name).is_file()
+        assert (tmp_path / "data" / "libraries" / "libs" / name).is_file()
 
 
 # ------------------------------------------------------------------------------------------------- OpenAPI

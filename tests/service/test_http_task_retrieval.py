@@ -150,7 +150,7 @@ def test_list_dump_load_copy_delete_round_trip(serve: ServeFn, tmp_path: Path) -
 
         r = client.post("/vector_store", json={"workspace_id": "ws", "action": "dump", "path": "dumps"})
         assert r.json()["metadata"]["action_result"]["size"] == 3
-        assert (tmp_path / "dumps" / "ws.jsonl").read_text().count("\n") == 3
+        assert (tmp_path / "data" / "libraries" / "dumps" / "ws.jsonl").read_text().count("\n") == 3
 
         r = client.post("/vector_store", json={"workspace_id": "ws2", "action": "load", "path": "dumps/ws.jsonl"})
         assert r.json()["metadata"]["action_result"] == {"size": 3}
@@ -180,7 +180,7 @@ def test_load_missing_file_is_404(serve: ServeFn) -> None:
 def test_malformed_library_line_is_400_and_changes_nothing(serve: ServeFn, tmp_path: Path) -> None:
     with serve() as client:
         ids = _insert(client)
-        lib = tmp_path / "lib"
+        lib = tmp_path / "data" / "libraries" / "lib"
         lib.mkdir()
         (lib / "ws.jsonl").write_text('{"when_to_use": "a", "content": "b"}\n{not json\n')
         r = client.post("/vector_store", json={"workspace_id": "ws", "action": "load", "path": "lib"})
@@ -195,7 +195,8 @@ def test_malformed_library_line_is_400_and_changes_nothing(serve: ServeFn, tmp_p
 
 def test_reme_appworld_library_loads_193_memories(serve: ServeFn, tmp_path: Path) -> None:
     source = shared_file("reme_library/appworld.jsonl")
-    shutil.copy(source, tmp_path / "appworld.jsonl")
+    (tmp_path / "data" / "libraries").mkdir(parents=True)
+    shutil.copy(source, tmp_path / "data" / "libraries" / "appworld.jsonl")
     with serve() as client:
         r = client.post("/vector_store", json={"workspace_id": "appworld", "action": "load", "path": "./"})
         assert r.status_code == 200, r.text
@@ -234,7 +235,7 @@ def test_embedding_provider_down_is_502_and_load_keeps_the_old_data(
     )
     with serve(*overrides) as client:
         ids = _insert(client)
-        (tmp_path / "ws.jsonl").write_text('{"when_to_use": "new", "content": "n"}\n')
+        (tmp_path / "data" / "libraries" / "ws.jsonl").write_text('{"when_to_use": "new", "content": "n"}\n')
         fake.fail_next(10, status=503, message="embedding backend overloaded", endpoint="embeddings")
         r = client.post("/vector_store", json={"workspace_id": "ws", "action": "load", "path": "./"})
         assert r.status_code == 502

@@ -101,7 +101,7 @@ def test_build_script_turns_trajectories_into_a_loadable_library(serve: ServeFn,
     assert f"wrote {len(rows)} memories from 8 trajectories" in result.stderr
 
     with serve() as http, _client(http) as reme:
-        (tmp_path / "support_runs.jsonl").write_text(out.read_text())
+        (tmp_path / "data" / "libraries" / "support_runs.jsonl").write_text(out.read_text())
         loaded = reme.vector_store("load", path="./", workspace_id="support_runs")
         assert loaded.metadata["action_result"]["size"] == len(rows)
         hit = reme.retrieve_task_memory("refund an order to the original card", top_k=1, workspace_id="support_runs")

@@ -11,13 +11,13 @@ import pytest
 from pydantic import ValidationError
 
 from reme_service.app import ReMeApp
-from reme_service.config.models import AppConfig, FlowConfig, InputField
+from reme_service.config.models import FlowConfig, InputField
 from reme_service.errors import InvalidRequestError
+from reme_service.file_roots import FileRoots
 from reme_service.ops.working.paths import WorkingRoot
 from reme_service.schema.json_limits import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH, check_json_values, find_problem
 from reme_service.schema.paths import MAX_COMPONENT_BYTES, path_problem
 from reme_service.schema.requests import build_request_model
-from reme_service.services import Services
 
 FLOW = FlowConfig(
     flow_content="X()",
@@ -122,12 +122,12 @@ def test_agent_tool_paths_get_the_same_check_as_a_400(tmp_path: Path) -> None:
     assert caught.value.details == {"field": "file_path"}
 
 
-def test_services_resolve_path_refuses_what_the_file_system_cannot_take(tmp_path: Path) -> None:
-    services = Services(config=AppConfig(data_dir=str(tmp_path)), file_roots=[tmp_path.resolve()])
+def test_file_roots_refuse_what_the_file_system_cannot_take(tmp_path: Path) -> None:
+    roots = FileRoots.configured([str(tmp_path)])
     for bad in ("lib\x00", str(tmp_path / ("n" * 300))):
         with pytest.raises(InvalidRequestError):
-            services.resolve_path(bad)
-    assert services.resolve_path(str(tmp_path / "lib.jsonl")) == tmp_path.resolve() / "lib.jsonl"
+            roots.resolve(bad, write=False)
+    assert roots.resolve(str(tmp_path / "lib.jsonl"), write=True) == tmp_path.resolve() / "lib.jsonl"
 
 
 @pytest.mark.anyio

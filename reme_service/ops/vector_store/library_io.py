@@ -12,19 +12,23 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from reme_service.durable import atomic_write
 from reme_service.errors import InvalidRequestError, NotFoundError, describe_validation_errors
 from reme_service.schema.memory import BaseMemory, memory_from_dict
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.packed import pack_nodes
 
 logger = logging.getLogger("reme_service.library")
+
+#: vets the descriptor of a library file once it is open (`FileRoots.check_open`); raises to refuse it
+OpenCheck = Callable[[int], None]
 
 PROGRESS_SECONDS = 5.0
 # Memories parsed between two voluntary GIL hand-offs (~2 ms of work). Without them the event loop's thread waited
@@ -37,14 +41,18 @@ def library_file(path: Path, workspace_id: str) -> Path:
     return path if path.suffix == ".jsonl" else path / f"{workspace_id}.jsonl"
 
 
-def _memories(file: Path) -> Iterator[BaseMemory]:
-    """The file's memories one by one; a malformed line is a 400 naming it, a missing file a 404."""
+def _memories(file: Path, shown: str = "", check: OpenCheck | None = None) -> Iterator[BaseMemory]:
+    """The file's memories one by one; a malformed line is a 400 naming it, a missing file a 404. Messages name the
+    file as `shown` (how the client named it), never by its server path; `check` vets the open descriptor."""
+    shown = shown or file.name
     if not file.is_file():
-        raise NotFoundError(f"memory library {str(file)!r} does not exist")
+        raise NotFoundError(f"memory library {shown!r} does not exist")
     total = file.stat().st_size
     started = logged = time.monotonic()
     done = count = 0
     with file.open("rb") as handle:
+        if check is not None:
+            check(handle.fileno())
         for number, line in enumerate(handle, 1):
             done += len(line)
             if not line.strip():
@@ -73,7 +81,7 @@ def _memories(file: Path) -> Iterator[BaseMemory]:
                     else str(exc).splitlines()[0]
                 )
                 raise InvalidRequestError(
-                    f"{file.name} line {number}: {reason}", details={"file": str(file), "line": number}
+                    f"{shown} line {number}: {reason}", details={"file": shown, "line": number}
                 ) from None
             count += 1
             if not count % YIELD_EVERY:
@@ -86,35 +94,31 @@ def _memories(file: Path) -> Iterator[BaseMemory]:
 
 def _write(file: Path, memories: Sequence[BaseMemory]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    # A fixed short temp name: `.{file.name}.xxxxxxxx` would pass the 255-byte limit for a name that fits it.
+    # A unique short temp name: concurrent dumps to one file must not share it, and `.{file.name}.tmp` would pass
+    # the 255-byte limit for a name that fits it.
     fd, tmp = tempfile.mkstemp(prefix=".library-", suffix=".tmp", dir=file.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for memory in memories:
-                handle.write(orjson.dumps(memory.model_dump(mode="json")) + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    os.close(fd)
+    atomic_write(file, (orjson.dumps(m.model_dump(mode="json")) + b"\n" for m in memories), tmp=Path(tmp))
 
 
-async def read_library(file: Path) -> list[BaseMemory]:
+async def read_library(file: Path, shown: str = "", check: OpenCheck | None = None) -> list[BaseMemory]:
     """Every memory of the file; a malformed line is a 400 naming the line, a missing file a 404."""
-    return await asyncio.to_thread(lambda: list(_memories(file)))
+    return await asyncio.to_thread(lambda: list(_memories(file, shown, check)))
 
 
-def _parse_nodes(file: Path, workspace_id: str) -> Sequence[VectorNode]:
-    return pack_nodes((memory.to_vector_node() for memory in _memories(file)), workspace_id)
+def _parse_nodes(file: Path, workspace_id: str, shown: str, check: OpenCheck | None) -> Sequence[VectorNode]:
+    return pack_nodes((memory.to_vector_node() for memory in _memories(file, shown, check)), workspace_id)
 
 
-async def read_library_nodes(file: Path, workspace_id: str) -> Sequence[VectorNode]:
+async def read_library_nodes(
+    file: Path, workspace_id: str, shown: str = "", check: OpenCheck | None = None
+) -> Sequence[VectorNode]:
     """The library as vector nodes of `workspace_id`, parsed and converted line by line in a worker thread and
     kept packed (`stores.packed.pack_nodes`): a 100k-memory library is ~60 MiB this way, ~230 as `VectorNode`s."""
-    return await asyncio.to_thread(_parse_nodes, file, workspace_id)
+    return await asyncio.to_thread(_parse_nodes, file, workspace_id, shown, check)
 
 
 async def write_library(file: Path, memories: Sequence[BaseMemory]) -> None:
-    """Write atomically (temp file, fsync, rename): readers never see a half-written library."""
+    """Write atomically (`durable.atomic_write`: temp file, fsync, rename, directory fsync): readers never see a
+    half-written library, and a dump that answered survives a crash."""
     await asyncio.to_thread(_write, file, memories)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -79,16 +80,19 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         return await _off_loop_if_large(nodes, _memory_dicts)
 
     async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        target = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
+        roots = ctx.services.file_roots
+        target = library_file(roots.resolve(_require(ctx, PATH), write=True), ctx.workspace_id)
         nodes = await store.list_nodes(ctx.workspace_id)
         memories = await _off_loop_if_large(nodes, _memories)
         await write_library(target, memories)
-        return {"size": len(memories), "path": str(target)}
+        return {"size": len(memories), "path": roots.display(target)}
 
     async def _load(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        source = library_file(ctx.services.resolve_path(_require(ctx, PATH)), ctx.workspace_id)
+        roots, asked = ctx.services.file_roots, _require(ctx, PATH)
+        source = library_file(roots.resolve(asked, write=False), ctx.workspace_id)
         started = time.perf_counter()
-        nodes = await read_library_nodes(source, ctx.workspace_id)
+        check = functools.partial(roots.check_open, client_path=asked)
+        nodes = await read_library_nodes(source, ctx.workspace_id, roots.display(source), check)
         async with store.lock(ctx.workspace_id):
             size = await store.replace_workspace(ctx.workspace_id, nodes)
         seconds = time.perf_counter() - started
