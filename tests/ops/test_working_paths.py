@@ -9,7 +9,10 @@ import pytest
 
 from reme_service.config.models import AppConfig
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
+from reme_service.ops.vector_store.library_io import write_library
 from reme_service.ops.working.paths import WorkingRoot, existing_indices, join, safe_stem, write_files_atomically
+from reme_service.schema.memory import memory_from_dict
+from tests.contract.test_local_store import FsyncRecorder, contents_synced, name_synced
 
 
 @pytest.fixture
@@ -122,3 +125,20 @@ def test_existing_indices(root: WorkingRoot) -> None:
     for name in ("c_0.json", "c_3.json", "c_x.json", "cc_1.json", "c_2.json.tmp"):
         (root.root / name).write_text("")
     assert existing_indices(root.root, "c_", ".json") == {0, 3}
+
+
+def test_written_files_and_their_names_are_fsynced(root: WorkingRoot, monkeypatch: pytest.MonkeyPatch) -> None:
+    fsync = FsyncRecorder(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_files_atomically(root, {"s/a.txt": "alpha", "c.txt": "gamma"})
+    for name in ("s/a.txt", "c.txt"):
+        assert contents_synced(fsync.calls, root.root / name) and name_synced(fsync.calls, root.root / name), name
+
+
+@pytest.mark.anyio
+async def test_a_library_dump_is_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fsync = FsyncRecorder(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    target = tmp_path / "lib" / "ws.jsonl"
+    await write_library(target, [memory_from_dict({"when_to_use": "a", "content": "b"})])
+    assert contents_synced(fsync.calls, target) and name_synced(fsync.calls, target)

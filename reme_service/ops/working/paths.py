@@ -81,7 +81,8 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
 
     Phase one writes each text to a temp file beside its target; phase two fsyncs them (concurrently: parallel
     fsyncs share journal commits, measured 3-8x faster than one after the other for ten files on ext4); only when
-    all of them are on disk does phase three `os.replace` them into place. A failure (disk full, permissions)
+    all of them are on disk does phase three `os.replace` them into place, and phase four fsyncs their
+    directories. A failure (disk full, permissions)
     leaves no new or half-written file behind. Each target is re-checked against the root right before writing.
     Returns the paths. Runs blocking file I/O: call it through `asyncio.to_thread`.
     """
@@ -104,6 +105,9 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
         for tmp, target in staged:
             current = root.relative(target)
             os.replace(tmp, target)
+        current = ""
+        for directory in dict.fromkeys(target.parent for _, target in staged):  # the new names survive a crash
+            fsync_path(directory)
     except OSError as exc:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
