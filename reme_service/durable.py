@@ -15,6 +15,7 @@ of the local store went through here.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -66,3 +67,13 @@ def truncate_synced(target: int | Path, size: int) -> None:
     with open(target, "r+b") as file:
         file.truncate(size)
         os.fsync(file.fileno())
+
+
+def remove_tree_synced(directory: Path) -> int:
+    """Remove `directory` and everything in it, durably (its parent fsynced); returns how many files it held."""
+    if not directory.is_dir():
+        return 0
+    files = sum(1 for path in directory.rglob("*") if not path.is_dir())
+    shutil.rmtree(directory)
+    fsync_path(directory.parent)
+    return files

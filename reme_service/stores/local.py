@@ -455,8 +455,18 @@ class LocalVectorStore(MemoryVectorStore):
         if existed:
             fsync_path(self.store_dir)
         wal_path = self._wal_path(workspace_id)
-        for path in (wal_path, wal_path.with_name(wal_path.name + TMP_SUFFIX)):
-            path.unlink(missing_ok=True)
+        leftovers = (
+            wal_path,
+            wal_path.with_name(wal_path.name + TMP_SUFFIX),
+            snapshot.with_name(snapshot.name + TMP_SUFFIX),
+        )
+        removed = False
+        for path in leftovers:  # the log and any temp file hold memory text too: none may outlive the delete
+            if path.exists():
+                path.unlink()
+                removed = True
+        if removed:
+            fsync_path(self.store_dir)
         return existed
 
     async def _log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:

@@ -114,7 +114,8 @@ def test_vector_store_round_trip(serve: ServeFn, backend: list[str], tmp_path: P
         assert action(client, "ws3", "copy", src_workspace_id="ws") == {"size": 3}
         assert action(client, "ws3", "delete_ids", memory_ids=["m1", "m2"]) == {"deleted_count": 2}
         assert [m["memory_id"] for m in action(client, "ws3", "list")] == ["m3"]
-        assert action(client, "ws3", "delete") == {"deleted": True}
+        purged = {"memories": 1, "working_memory_files": 0}
+        assert action(client, "ws3", "delete") == {"deleted": True, "purged": purged}
         assert action(client, "ws3", "list") == []
 
 

@@ -15,6 +15,12 @@ from reme_service.services import Services
 from reme_service.stores.base import validate_workspace_id
 
 
+def workspace_working_root(root: Path, workspace_id: str) -> Path:
+    """The working-memory folder of one workspace (callers with an API key work in it; a workspace delete purges
+    it)."""
+    return root / "workspaces" / workspace_id
+
+
 class ServiceContext(FlowContext):
     """One request's context for the memory ops. `workspace_id` is already validated (empty in the request means
     the configured `default_workspace`); `language` is the prompt language (`""` = English, `"zh"`)."""
@@ -44,7 +50,7 @@ class ServiceContext(FlowContext):
         root = self.services.config.working_memory_root
         if self.caller.key_id is None:
             return root
-        return root / "workspaces" / self.workspace_id
+        return workspace_working_root(root, self.workspace_id)
 
     def without_llm(self, op_name: str) -> None:
         """Record in `metadata.no_llm_ops` that an op ran its deterministic no-LLM path."""

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from reme_service.durable import remove_tree_synced
 from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.flow.context import Input
 from reme_service.flow.op import OpParams
-from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.context import ServiceContext, workspace_working_root
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
@@ -107,8 +108,14 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             return {"size": await store.copy_workspace(src, ctx.workspace_id)}
 
     async def _delete(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        """Drop the workspace and everything kept of it: its memories in the store (snapshot, log, index) and its
+        working-memory folder. The answer says what was purged."""
         async with store.lock(ctx.workspace_id):
-            return {"deleted": await store.delete_workspace(ctx.workspace_id)}
+            memories = len(await store.list_nodes(ctx.workspace_id))
+            deleted = await store.delete_workspace(ctx.workspace_id)
+            folder = workspace_working_root(ctx.services.config.working_memory_root, ctx.workspace_id)
+            files = await asyncio.to_thread(remove_tree_synced, folder)
+        return {"deleted": deleted, "purged": {"memories": memories, "working_memory_files": files}}
 
     async def _delete_ids(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         ids = _require(ctx, MEMORY_IDS)
