@@ -262,3 +262,13 @@ def test_the_readme_walk_through_as_a_new_user(tmp_path: Path) -> None:
         wait_for(
             lambda: httpx.post(f"{base_url}/retrieve_task_memory", json=query, headers=bearer(key)).status_code == 401
         )
+
+
+def test_auth_keys_file_shares_one_key_file(serve: ServeFn, tmp_path: Path) -> None:
+    shared = tmp_path / "shared" / "keys.json"
+    _, key = create_key(shared, workspaces=["alice"], scope="write")
+    with serve(f"auth.keys_file={shared}") as client:
+        assert client.post("/vector_store", json=insert("alice"), headers=bearer(key)).status_code == 200
+        assert client.post("/vector_store", json=insert("alice")).status_code == 401
+    listed = _reme("keys", "list", f"auth.keys_file={shared}", cwd=tmp_path)
+    assert key.split("_")[1] in listed.stdout
