@@ -190,6 +190,7 @@ class Server:
             f"http.port={self.port}",
             "http.host=127.0.0.1",
             f"data_dir={workdir / 'data'}",
+            f'file_roots=["{workdir}"]',  # the benches write their libraries to <workdir>/lib
             *overrides,
         ]
         self.process: subprocess.Popen[bytes] | None = None

@@ -72,6 +72,16 @@ class FlowContext:
         self.response = FlowResponse()
         self._data: dict[str, Any] = {}
         self._op: AnyOp | None = None
+        self._finished: list[bool] = [False]  # shared by every view (a list, so `bind`'s copies see one flag)
+
+    def finish(self) -> None:
+        """End the flow after this op: the runner starts no further op (branches already running complete). The
+        response is what the ops wrote so far, e.g. an empty result with a `metadata.warning`."""
+        self._finished[0] = True
+
+    @property
+    def finished(self) -> bool:
+        return self._finished[0]
 
     def bind(self, op: AnyOp) -> Self:
         """A view of this context that allows exactly what `op` declares (same values, same response)."""

@@ -59,6 +59,8 @@ class FlowRunner(Generic[C]):
     async def _execute(self, node: Node, ctx: C) -> None:
         if isinstance(node, Sequential):
             for child in node.children:
+                if ctx.finished:  # an op called `ctx.finish()`: the answer is complete
+                    return
                 await self._execute(child, ctx)
         elif isinstance(node, Parallel):
             await run_all(self._execute(child, ctx) for child in node.children)

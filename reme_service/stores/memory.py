@@ -34,6 +34,7 @@ reloaded workspace is a new state whose index is built lazily again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -362,9 +363,13 @@ class MemoryVectorStore(VectorStore):
     backend = "memory"
 
     def __init__(self, params: MemoryStoreParams | None = None, *, embedder: EmbeddingClient) -> None:
-        """`params` is accepted for symmetry with the other backends; the memory backend has none."""
+        """`params` is accepted for symmetry with the other backends; a ReMe `store_dir` in it is ignored."""
         super().__init__(embedder=embedder)
         self._spaces: dict[str, WorkspaceState] = {}
+        if params is not None and params.store_dir is not None and type(self) is MemoryVectorStore:
+            logging.getLogger(__name__).info(
+                "vector_store backend memory keeps nothing on disk: params.store_dir (a ReMe setting) is ignored"
+            )
 
     # ----- persistence hooks (no-ops in RAM) -----
 

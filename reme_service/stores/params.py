@@ -14,9 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class MemoryStoreParams(BaseModel):
-    """The "memory" backend takes no parameters."""
+    """The "memory" backend keeps everything in RAM. It accepts ReMe's `store_dir` (ReMe 0.1's default dump folder;
+    ReMe's vector-store guide sets it), so those configurations start, and ignores it, saying so in the log."""
 
     model_config = ConfigDict(extra="forbid")
+
+    store_dir: Path | None = None
 
 
 class LocalStoreParams(BaseModel):

@@ -37,7 +37,8 @@ async def test_a_library_load_logs_progress_and_its_total(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(library_io, "PROGRESS_SECONDS", 0.0)  # every line counts as "a few seconds later"
-    library = tmp_path / "lib.jsonl"
+    library = tmp_path / "libraries" / "lib.jsonl"  # the default writable library root of data_dir=tmp_path
+    library.parent.mkdir()
     write_library(library, "lib")
     caplog.set_level(logging.INFO, logger="reme_service.library")
     app = ReMeApp(

@@ -155,12 +155,13 @@ def test_unreadable_time_says_what_is_accepted(serve: ServeFn) -> None:
         assert "cannot read 'the other day'" in message and "2023-05-08 13:56:00" in message
 
 
-def test_nothing_to_summarise_and_empty_query_are_400(serve: ServeFn) -> None:
+def test_nothing_to_summarise_is_400_and_an_empty_query_an_empty_answer(serve: ServeFn) -> None:
     with serve() as client:
         r = _post(client, "summary_personal_memory", trajectories=[])
         assert r.status_code == 400 and "nothing to summarise" in r.json()["metadata"]["error"]["message"]
         r = _post(client, "retrieve_personal_memory", query="")
-        assert r.status_code == 400 and r.json()["metadata"]["error"]["details"]["field"] == "query"
+        assert r.status_code == 200 and r.json()["metadata"]["memory_list"] == []
+        assert "query was empty" in r.json()["metadata"]["warning"]
 
 
 def test_malformed_llm_replies_are_502_and_nothing_is_stored(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:

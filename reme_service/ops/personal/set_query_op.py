@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reme_service.errors import InvalidRequestError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
@@ -22,6 +21,10 @@ from reme_service.ops.personal.timed_messages import PersonalMessage, personal_i
 from reme_service.ops.personal.timespan import TIME_FORMAT
 from reme_service.ops.personal.timestamps import parse_timestamp
 from reme_service.schema.messages import Role
+
+EMPTY_QUERY_WARNING = (
+    "the query was empty, so nothing was retrieved: send a non-empty 'query' or a user message in 'messages'"
+)
 
 
 class SetQueryParams(OpParams):
@@ -39,12 +42,12 @@ class SetQueryOp(ServiceOp[SetQueryParams]):
         last = next((m for m in reversed(messages) if m.role == Role.USER and m.text.strip()), None)
         if not query and last is not None:
             query = last.text.strip()
-        if not query:
-            raise InvalidRequestError(
-                "query must not be empty (send a non-empty 'query' or a user message in 'messages')",
-                details={"field": "query"},
-            )
         ctx[common_keys.QUERY] = query
+        if not query:  # as ReMe 0.2: an empty answer, not an error; the warning says why
+            ctx.response.answer = ""
+            ctx.response.metadata.update(memory_list=[], warning=EMPTY_QUERY_WARNING)
+            ctx.finish()
+            return
         ctx[keys.QUERY_TIME] = self._query_time(ctx, last)
         target = ctx.input(fields.USER_NAME).strip()
         ctx[keys.TARGET] = target or None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from reme_service.errors import InvalidRequestError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
@@ -14,6 +13,9 @@ from reme_service.schema.messages import Message, Role
 class BuildQueryParams(OpParams):
     enable_llm_build: bool = True
     llm: str = "default"
+
+
+EMPTY_QUERY_WARNING = "the query was empty, so nothing was retrieved: send a non-empty 'query' or 'messages'"
 
 
 class BuildQueryOp(ServiceOp[BuildQueryParams]):
@@ -35,6 +37,8 @@ class BuildQueryOp(ServiceOp[BuildQueryParams]):
                 if params.enable_llm_build:
                     ctx.without_llm(self.name)
                 query = "Recent messages:\n" + recent_lines(messages)
-        if not query:
-            raise InvalidRequestError("query must not be empty (send a non-empty 'query' or 'messages')")
         ctx[keys.QUERY] = query
+        if not query:  # as ReMe 0.2: an empty answer, not an error; the warning says why
+            ctx.response.answer = ""
+            ctx.response.metadata.update(memory_list=[], warning=EMPTY_QUERY_WARNING)
+            ctx.finish()

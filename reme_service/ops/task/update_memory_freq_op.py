@@ -84,5 +84,8 @@ class UpdateMemoryFreqOp(ServiceOp[UpdateMemoryFreqParams]):
         )
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in updated]
         ctx.response.metadata["not_found_memory_ids"] = missing
+        # ReMe 0.2 deletes and re-inserts each memory and lists their ids here; this service updates them in place
+        # (same ids, nothing deleted), so the list is empty, but present for clients that read it
+        ctx.response.metadata["deleted_memory_ids"] = []
         count = len(updated)
         ctx.response.metadata["update_result"] = {"deleted_count": 0, "inserted_count": count, "updated_count": count}

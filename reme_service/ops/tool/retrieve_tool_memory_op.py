@@ -18,6 +18,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.tool import fields
+from reme_service.ops.tool.no_memory import no_memory
 from reme_service.ops.tool.statistics import statistics_block, tool_statistics
 from reme_service.ops.tool.tool_memory_store import load_tool_memories
 
@@ -41,8 +42,8 @@ class RetrieveToolMemoryOp(ServiceOp[RetrieveToolMemoryParams]):
         meta["memory_list"] = [memories[name].model_dump(mode="json") for name in found]
         meta["statistics"] = statistics
         meta["not_found"] = [name for name in names if name not in stored]
-        if not found:
-            ctx.response.answer = ""
+        if not found:  # as ReMe 0.2: HTTP 200 with success false, which its clients check before memory_list[0]
+            no_memory(ctx, names)
             return
         sections = []
         for name in found:

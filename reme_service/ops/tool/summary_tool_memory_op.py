@@ -31,6 +31,7 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.tool import fields
 from reme_service.ops.tool.data_guideline import data_guideline
+from reme_service.ops.tool.no_memory import no_memory
 from reme_service.ops.tool.statistics import CallTotals, statistics_block, tool_statistics
 from reme_service.ops.tool.tool_memory_store import StoredTool, load_tool_memories, update_tool_memories
 from reme_service.providers.llm.base import LLMClient
@@ -126,6 +127,8 @@ class SummaryToolMemoryOp(ServiceOp[SummaryToolMemoryParams]):
             lines.append("No memory for: " + ", ".join(not_found))
         parts = ["\n".join(lines), *(f"Tool: {name}\n{memories[name].content}" for name in summarized)]
         ctx.response.answer = "\n---\n".join(parts)
+        if names and len(not_found) == len(names):
+            no_memory(ctx, names)
 
     def _author(self, ctx: ServiceContext) -> str:
         llm = ctx.services.llm(self.params.llm)

@@ -39,7 +39,7 @@ class VectorStoreActionParams(OpParams):
 ACTION: Input[str] = Input("action", str, default="")
 PATH: Input[str] = Input("path", str, default="")
 SRC_WORKSPACE_ID: Input[str] = Input("src_workspace_id", str, default="")
-MEMORY_IDS: Input[list[str]] = Input("memory_ids", list[str], factory=list)
+MEMORY_IDS: Input[list[str] | None] = Input("memory_ids", list[str] | None, default=None)  # [] is not absent
 MEMORY_DICTS: Input[list[dict[str, Any]]] = Input("memory_dicts", list[dict[str, Any]], factory=list)
 
 V = TypeVar("V", str, list[str], list[dict[str, Any]])
@@ -118,7 +118,11 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         return {"deleted": deleted, "purged": {"memories": memories, "working_memory_files": files}}
 
     async def _delete_ids(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        ids = _require(ctx, MEMORY_IDS)
+        ids = ctx.input(MEMORY_IDS)
+        if ids is None:
+            raise InvalidRequestError("action 'delete_ids' needs 'memory_ids'", details={"field": "memory_ids"})
+        if not ids:  # ReMe answers an empty list with success: agents send it after a run that stored nothing
+            return {"deleted_count": 0}
         async with store.lock(ctx.workspace_id):
             return {"deleted_count": await store.delete_ids(ctx.workspace_id, ids)}
 

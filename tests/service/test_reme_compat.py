@@ -1,0 +1,89 @@
+"""ReMe 0.2 clients unchanged: the request shapes ReMe's own client scripts, docs and cookbook agents send, answered
+as those clients expect (issue #16; each deliberate difference that remains is in docs/compatibility.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.service.conftest import ServeFn
+
+pytestmark = pytest.mark.service
+
+
+def post(client: httpx.Client, flow: str, body: dict[str, Any]) -> httpx.Response:
+    return client.post(f"/{flow}", json=body)
+
+
+def test_delete_ids_with_an_empty_list_is_a_success_that_does_nothing(serve: ServeFn) -> None:
+    """AppWorld/BFCL agents send this after a run that stored nothing, then call raise_for_status()."""
+    with serve() as client:
+        inserted = post(client, "vector_store", {"workspace_id": "appworld_ws", "action": "insert",
+                        "memory_dicts": [{"when_to_use": "w", "content": "c"}]})  # fmt: skip
+        assert inserted.status_code == 200
+        response = post(
+            client, "vector_store", {"workspace_id": "appworld_ws", "action": "delete_ids", "memory_ids": []}
+        )
+        response.raise_for_status()
+        assert response.json()["success"] is True
+        assert response.json()["metadata"]["action_result"] == {"deleted_count": 0}
+        listed = post(client, "vector_store", {"workspace_id": "appworld_ws", "action": "list"}).json()
+        assert len(listed["metadata"]["action_result"]) == 1
+        missing = post(client, "vector_store", {"workspace_id": "appworld_ws", "action": "delete_ids"})
+        assert missing.status_code == 400 and "memory_ids" in missing.json()["metadata"]["error"]["message"]
+
+
+@pytest.mark.parametrize("flow", ["retrieve_tool_memory", "summary_tool_memory"])
+def test_a_tool_without_memory_answers_success_false_as_reme_does(serve: ServeFn, flow: str) -> None:
+    with serve() as client:
+        response = post(client, flow, {"workspace_id": "tool_ws", "tool_names": "unknown"})
+        assert response.status_code == 200
+        body = response.json()
+        assert body["success"] is False and body["answer"] == "No matching tool memories found"
+        assert body["metadata"]["error"]["code"] == "not_found"
+
+
+def test_a_known_tool_still_answers_success(serve: ServeFn) -> None:
+    call = {"tool_name": "web_search", "input": {"q": "x"}, "output": "ok", "token_cost": 5, "success": True}
+    with serve() as client:
+        assert post(client, "add_tool_call_result", {"workspace_id": "tool_ws", "tool_call_results": [call]}).json()[
+            "success"
+        ]
+        body = post(client, "retrieve_tool_memory", {"workspace_id": "tool_ws", "tool_names": "web_search,unknown"})
+        assert body.json()["success"] is True and body.json()["metadata"]["not_found"] == ["unknown"]
+
+
+def test_the_memory_backend_accepts_reme_store_dir(serve: ServeFn, tmp_path: Path) -> None:
+    """ReMe's vector-store guide configures the memory backend with params.store_dir."""
+    with serve("vector_store.default.backend=memory", f"vector_store.default.params.store_dir={tmp_path / 'x'}") as c:
+        assert c.get("/health").json()["vector_store"]["default"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("flow", ["retrieve_task_memory", "retrieve_task_memory_simple", "retrieve_personal_memory"])
+def test_an_empty_query_answers_an_empty_success_with_a_warning(serve: ServeFn, flow: str) -> None:
+    with serve() as client:
+        post(client, "vector_store", {"workspace_id": "ws", "action": "insert",
+             "memory_dicts": [{"when_to_use": "w", "content": "c"}]})  # fmt: skip
+        response = post(client, flow, {"workspace_id": "ws", "query": ""})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["success"] is True and body["answer"] == ""
+        assert body["metadata"]["memory_list"] == [] and "empty" in body["metadata"]["warning"]
+
+
+def test_record_task_memory_emits_deleted_memory_ids(serve: ServeFn) -> None:
+    with serve() as client:
+        stored = post(client, "vector_store", {"workspace_id": "ws_task", "action": "insert",
+                      "memory_dicts": [{"when_to_use": "plan", "content": "milestones first"}]})  # fmt: skip
+        memory_id = stored.json()["metadata"]["action_result"]["memory_ids"][0]
+        memory = post(client, "vector_store", {"workspace_id": "ws_task", "action": "list"}).json()["metadata"][
+            "action_result"
+        ][0]
+        assert memory["memory_id"] == memory_id
+        body = post(client, "record_task_memory", {"workspace_id": "ws_task", "memory_dicts": [memory],
+                    "update_utility": True}).json()  # fmt: skip
+        assert body["success"] is True and body["metadata"]["deleted_memory_ids"] == []
+        assert body["metadata"]["memory_list"][0]["metadata"]["freq"] == 1
