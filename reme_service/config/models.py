@@ -49,6 +49,10 @@ class McpConfig(_Strict):
     transport: Literal["stdio", "sse", "streamable-http", "http"] = "sse"
     host: str = "127.0.0.1"
     port: int = Field(default=8002, ge=0, le=65535)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="more Host headers a loopback MCP server accepts (DNS-rebinding protection), e.g. 'myhost:*'",
+    )
 
 
 class LLMConfig(_Strict):

@@ -74,14 +74,16 @@ async def serve_stdio(app: ReMeApp) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def _security(host: str) -> TransportSecuritySettings | None:
+def _security(host: str, extra_hosts: list[str]) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection for a server on loopback: only the Host names that reach it from this machine.
+
+    `0.0.0.0:*` is among them: every ReMe MCP example connects to `http://0.0.0.0:8002/sse/`, which reaches a
+    local server, and a browser cannot be made to send it by a rebinding domain. `mcp.allowed_hosts` adds more."""
     if host not in _LOOPBACK:
-        return None  # bound to a routable address on purpose: Host checks would only get in the way
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
+        return None  # bound to a routable address on purpose: Host checks would only get in the way (keys guard it)
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "0.0.0.0:*", *extra_hosts]
+    origins = [f"http://{name}" for name in hosts]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 class _AsgiEndpoint:
@@ -97,7 +99,7 @@ class _AsgiEndpoint:
 def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecycle: bool = True) -> Starlette:
     """The ASGI app of an HTTP transport. With `manage_lifecycle`, its lifespan starts and stops `app`."""
     server = build_mcp_server(app)
-    security = _security(app.config.mcp.host)
+    security = _security(app.config.mcp.host, app.config.mcp.allowed_hosts)
     routes: list[Route | Mount] = []
     session_manager: StreamableHTTPSessionManager | None = None
 
@@ -110,6 +112,7 @@ def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecy
 
         routes += [
             Route("/sse", _AsgiEndpoint(handle_sse), methods=["GET"]),
+            Route("/sse/", _AsgiEndpoint(handle_sse), methods=["GET"]),  # ReMe's examples use the trailing slash
             Mount("/messages/", sse.handle_post_message),
         ]
     elif transport in ("streamable-http", "http"):

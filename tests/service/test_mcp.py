@@ -126,8 +126,8 @@ async def test_tools_are_the_flows_with_full_schemas(connect: Connect, tmp_path:
         assert set(tool.inputSchema.get("required", [])) == required, name
         assert tool.outputSchema is not None and set(tool.outputSchema["required"]) == {"answer", "success", "metadata"}
     top_k = tools["retrieve_task_memory"].inputSchema["properties"]["top_k"]
-    integer = next(part for part in top_k["anyOf"] if part.get("type") == "integer")
-    assert (integer["minimum"], integer["maximum"]) == (1, 50)
+    assert top_k["type"] == ["integer", "null"]  # flat: no anyOf, no $ref (tests/unit/test_flat_schema.py)
+    assert (top_k["minimum"], top_k["maximum"]) == (1, 50)
 
 
 @pytest.mark.anyio
@@ -242,3 +242,18 @@ def test_cli_serves_streamable_http_on_the_configured_port(tmp_path: Path) -> No
         proc.terminate()
         _, stderr = proc.communicate(timeout=20)
     assert "as MCP tools over streamable-http on 127.0.0.1:" in stderr.decode()
+
+
+@pytest.mark.anyio
+async def test_sse_at_the_address_every_reme_example_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ReMe's MCP examples connect to http://0.0.0.0:8002/sse/ (Host 0.0.0.0, trailing slash): not a 421."""
+    monkeypatch.chdir(tmp_path)
+    app = ReMeApp(*_app_args(tmp_path), env={})
+    with serve_in_thread(create_mcp_http_app(app, "sse")) as base_url:
+        port = base_url.rsplit(":", 1)[1]
+        async with sse_client(f"http://0.0.0.0:{port}/sse/") as streams, _session(streams) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "retrieve_task_memory" in names
+        async with httpx.AsyncClient(timeout=5) as client:  # a name that does not reach this machine stays refused
+            refused = await client.get(f"{base_url}/sse/", headers={"Host": "evil.example:80"})
+        assert refused.status_code == 421
