@@ -23,11 +23,11 @@ from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import ToolCallResult
 from reme_service.schema.messages import Message, Trajectory
 from reme_service.schema.paths import FilePath
+from reme_service.stores.workspace_ids import DESCRIPTION as WORKSPACE_ID_DESCRIPTION, WORKSPACE_ID_PATTERN
 
-# What the stores accept as a workspace id (`stores.base.validate_workspace_id`, which also refuses ids made of
-# dots only). Shown in the OpenAPI document; enforced by the flows that use a workspace, with a 400 naming the
-# field, as ReMe 0.2 clients expect ("" is the default of the flows that do not use one).
-WORKSPACE_ID_PATTERN = "^[A-Za-z0-9._-]{0,128}$"
+# What the stores accept as a workspace id (`stores.workspace_ids`, which also refuses ids made of dots only and
+# non-printable characters). Shown in the OpenAPI document; enforced by the flows that use a workspace, with a 400
+# naming the field, as ReMe 0.2 clients expect ("" is the default of the flows that do not use one).
 
 
 class FlowRequest(BaseModel):
@@ -37,8 +37,8 @@ class FlowRequest(BaseModel):
 
     workspace_id: str = Field(
         default="",
-        description="the workspace (tenant) to read and write: 1-128 characters from [A-Za-z0-9._-], not only dots",
-        json_schema_extra={"pattern": WORKSPACE_ID_PATTERN, "maxLength": 128},
+        description=f"the workspace (tenant) to read and write: {WORKSPACE_ID_DESCRIPTION}",
+        json_schema_extra={"pattern": WORKSPACE_ID_PATTERN, "maxLength": 256},
     )
     query: str = Field(default="", description="the query text")
     messages: list[Message] = Field(default_factory=list, description="OpenAI-style chat messages")

@@ -2,9 +2,9 @@
 
 Semantics every backend must honour (tests/contract/ checks them):
 
-* **Workspaces** are namespaces named by validated ids (`[A-Za-z0-9._-]`, 1–128 chars, not only dots;
-  `validate_workspace_id`). Reads on an unknown workspace return empty results, never raise.
-  `upsert` creates the workspace when needed.
+* **Workspaces** are namespaces named by validated ids (1–256 printable characters but `/` and `\\`, not only
+  dots; `stores/workspace_ids.py`), each backend encoding them reversibly into its own names. Reads on an
+  unknown workspace return empty results, never raise. `upsert` creates the workspace when needed.
 * **Upsert by id**: a node whose `unique_id` exists replaces the old one. Nodes that carry a `vector` are stored
   with it (never re-embedded); nodes without one are embedded (their `content`) by the store's embedder, in
   batches. A vector whose dimension differs from the workspace's raises `DimensionMismatchError` naming both.
@@ -30,19 +30,15 @@ Semantics every backend must honour (tests/contract/ checks them):
 from __future__ import annotations
 
 import asyncio
-import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
-
-_WORKSPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 Filter = dict[str, Any]
 T = TypeVar("T")
@@ -52,16 +48,6 @@ def consume_exception(future: asyncio.Future[Any]) -> None:
     """Mark a background future's exception as retrieved (its caller may have been cancelled)."""
     if not future.cancelled():
         future.exception()
-
-
-def validate_workspace_id(workspace_id: str) -> str:
-    """Return the id if it is safe to use as a file, collection or index name; else raise a 400 error."""
-    if not _WORKSPACE_RE.fullmatch(workspace_id) or set(workspace_id) == {"."}:
-        raise InvalidRequestError(
-            f"invalid workspace_id {workspace_id!r}: use 1-128 characters from [A-Za-z0-9._-], not only dots",
-            details={"field": "workspace_id"},
-        )
-    return workspace_id
 
 
 class VectorStore(ABC):

@@ -34,7 +34,6 @@ from numpy.typing import NDArray
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import validate_workspace_id
 from reme_service.stores.chroma_client import ChromaConnection, is_not_found
 from reme_service.stores.chroma_lease import ChromaLeases
 from reme_service.stores.chroma_where import (
@@ -57,6 +56,7 @@ from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import dimension_error
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -280,14 +280,20 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     async def list_workspaces(self) -> list[str]:
         client = await self.conn.client()
         total = int(await self.conn.call(client, "count_collections"))
-        names: list[str] = []
-        while len(names) < total:
-            page = await self.conn.call(client, "list_collections", limit=1_000, offset=len(names))
+        collections: list[Any] = []
+        while len(collections) < total:
+            page = await self.conn.call(client, "list_collections", limit=1_000, offset=len(collections))
             if not page:
                 break
-            names.extend(collection.name for collection in page)
-        found = (chroma_workspace_id(name, self.prefix) for name in names)
-        return sorted({workspace for workspace in found if workspace is not None})
+            collections.extend(page)
+        found: set[str] = set()
+        for collection in collections:
+            workspace = chroma_workspace_id(collection.name, self.prefix)
+            if workspace is None and collection.name.startswith(self.prefix) and collection.name.endswith("_e"):
+                workspace = (collection.metadata or {}).get(_META_WORKSPACE)  # a long id's hashed name
+            if isinstance(workspace, str):
+                found.add(workspace)
+        return sorted(found)
 
     # ----- writes -----
 

@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - elasticsearch without orjson support
 from reme_service.errors import InvalidRequestError, ReMeError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import Filter, validate_workspace_id
+from reme_service.stores.base import Filter
 from reme_service.stores.es_lease import EsLeases
 from reme_service.stores.es_query import (
     META_WORKSPACE,
@@ -64,6 +64,7 @@ from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import as_query, dimension_error
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 

@@ -57,11 +57,11 @@ import numpy as np
 import orjson
 
 from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
-from reme_service.errors import InvalidRequestError, StoreError
+from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.stores.base import validate_workspace_id
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
+from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 T = TypeVar("T")
 
@@ -191,7 +191,7 @@ def _decode_node(line: bytes, workspace_id: str) -> StoredNode:
     return StoredNode.encode(str(item["id"]), workspace_id, item["content"], item["metadata"])
 
 
-def _snapshot_chunks(state: WorkspaceState, wal_id: str) -> list[bytes | memoryview]:
+def _snapshot_chunks(state: WorkspaceState, wal_id: str, workspace_id: str) -> list[bytes | memoryview]:
     """The snapshot's bytes. Only reads `state` (the caller holds the write lock)."""
     order = list(state.rows.values())
     nodes = state.nodes
@@ -207,8 +207,19 @@ def _snapshot_chunks(state: WorkspaceState, wal_id: str) -> list[bytes | memoryv
         "count": len(order),
         "nodes_bytes": len(blob),
         "wal_id": wal_id,
+        "workspace_id": workspace_id,  # the id itself: a long id's file name is a hash of it
     }
     return [orjson.dumps(header) + b"\n", memoryview(blob), vectors.reshape(-1).view(np.uint8).data]
+
+
+def _header_workspace(path: Path) -> str | None:
+    """The workspace id a snapshot's header names (None for an older snapshot without one, or an unreadable file)."""
+    try:
+        with open(path, "rb") as file:
+            value = orjson.loads(file.readline()).get("workspace_id")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
@@ -232,7 +243,7 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
             if len(nodes) != count:
                 raise ValueError(f"{len(nodes)} nodes for a count of {count}")
         except _RECORD_ERRORS as exc:
-            raise StoreError(f"snapshot {path} is corrupt: {exc}") from exc
+            raise StoreError(f"snapshot {path.name} is corrupt: {exc}") from exc
     if sys.byteorder != "little":
         matrix[:count].byteswap(inplace=True)
     state = WorkspaceState(dim, matrix)
@@ -354,10 +365,10 @@ class LocalVectorStore(MemoryVectorStore):
         self._dir_lock: int | None = None
 
     def _snapshot_path(self, workspace_id: str) -> Path:
-        return self.store_dir / f"{workspace_id}{SNAPSHOT_SUFFIX}"
+        return self.store_dir / f"{file_name(workspace_id)}{SNAPSHOT_SUFFIX}"
 
     def _wal_path(self, workspace_id: str) -> Path:
-        return self.store_dir / f"{workspace_id}{WAL_SUFFIX}"
+        return self.store_dir / f"{file_name(workspace_id)}{WAL_SUFFIX}"
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -412,17 +423,19 @@ class LocalVectorStore(MemoryVectorStore):
         names = []
         for entry in os.scandir(self.store_dir):
             if entry.name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
-                try:
-                    names.append(validate_workspace_id(entry.name[: -len(SNAPSHOT_SUFFIX)]))
-                except InvalidRequestError:
-                    continue  # not one of ours
+                stem = entry.name[: -len(SNAPSHOT_SUFFIX)]
+                workspace_id = workspace_from_file_name(stem)
+                if workspace_id is None and HASH_MARK in stem:  # a long id: its name is a hash, the header has it
+                    workspace_id = _header_workspace(Path(entry.path))
+                if workspace_id is not None:
+                    names.append(workspace_id)
         return names
 
     # ----- persistence hooks (called under the workspace's write lock) -----
 
     def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id))
+        atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id, workspace_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
 

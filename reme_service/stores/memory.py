@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import Filter, VectorStore, consume_exception, validate_workspace_id
+from reme_service.stores.base import Filter, VectorStore, consume_exception
 from reme_service.stores.lexical import LexicalIndex, fuse
 from reme_service.stores.packed import (
     PackedNodes,
@@ -64,6 +64,7 @@ from reme_service.stores.vectors import (
     latest_by_id,
     normalise_rows,
 )
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 T = TypeVar("T")
 

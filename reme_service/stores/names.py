@@ -1,14 +1,18 @@
 """Workspace ids as Chroma collection names and Elasticsearch index names: injective, and reversible where they can be.
 
-Workspace ids are `[A-Za-z0-9._-]{1,128}` (validated before they get here). The backends have their own rules:
+Workspace ids are 1-256 printable characters (`stores/workspace_ids.py`, validated before they get here); the ids
+of earlier versions (`[A-Za-z0-9._-]`) keep the names they had. The backends have their own rules:
 
 * **Chroma** collection names: 3-512 characters from `[A-Za-z0-9._-]`, starting and ending with a letter or digit.
-  `chroma_collection_name` keeps letters, digits and `-`, writes `_` as `_u` and `.` as `_d`, and wraps the result
-  as `<prefix><encoded>_e`. Staging and trash names (used while a workspace is replaced) end in `_s<hex>` /
+  `chroma_collection_name` keeps ASCII letters, digits and `-`, writes `_` as `_u`, `.` as `_d` and any other
+  character as `_x` and 6 hex digits of its code point, and wraps the result as `<prefix><encoded>_e` (an encoding
+  over 400 characters is cut and completed by `_h` and a hash; the id is in the collection's metadata).
+  Staging and trash names (used while a workspace is replaced) end in `_s<hex>` /
   `_t<hex>` instead, so they never decode to a workspace.
 * **Elasticsearch** index names: lower case, at most 255 bytes, no `\\ / * ? " < > | , # :` or spaces, not starting
   with `-`, `_` or `+`. `es_alias_name` keeps lower-case letters, digits, `.` and `-`, writes an upper-case
-  letter `X` as `_x` and `_` as `__`, and prefixes the result. A workspace is an *alias* of that name pointing at
+  letter `X` as `_x`, `_` as `__` and any other character as `_.` and 6 hex digits of its code point, and
+  prefixes the result. A workspace is an *alias* of that name pointing at
   one concrete index `<alias>_<generation digits>`: since `_` followed by a digit never occurs in an encoded
   name, an alias can never equal another workspace's index. An encoding too long for Elasticsearch is cut and
   completed by `_0` and a hash of the id (not reversible; the stores keep the id in the index's `_meta`).
@@ -25,6 +29,7 @@ _CHROMA_ESCAPES = {"_": "_u", ".": "_d"}
 _CHROMA_UNESCAPES = {"u": "_", "d": "."}
 _CHROMA_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _CHROMA_END = "_e"
+_CHROMA_MAX_NAME = 400  # encoded id length; with the prefix and the suffixes it stays under Chroma's 512
 
 _ES_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 _ES_PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -50,12 +55,37 @@ def check_es_prefix(prefix: str) -> str:
     return prefix
 
 
-def _chroma_encode(workspace_id: str) -> str:
-    return "".join(_CHROMA_ESCAPES.get(ch, ch) for ch in workspace_id)
+def _chroma_pieces(workspace_id: str) -> list[str]:
+    pieces = []
+    for ch in workspace_id:
+        if ch in _CHROMA_ESCAPES:
+            pieces.append(_CHROMA_ESCAPES[ch])
+        elif ch.isascii() and (ch.isalnum() or ch == "-"):
+            pieces.append(ch)
+        else:  # any other character (e-mail's @, a space, a Chinese name): `_x` and its code point in 6 hex digits
+            pieces.append(f"_x{ord(ch):06x}")
+    return pieces
+
+
+def _chroma_encode(workspace_id: str, budget: int = _CHROMA_MAX_NAME) -> str:
+    """The encoded id; one longer than `budget` is cut at an escape boundary and completed by `_h` and a hash of
+    the id (not reversible: the store keeps the id in the collection's metadata)."""
+    pieces = _chroma_pieces(workspace_id)
+    encoded = "".join(pieces)
+    if len(encoded) <= budget:
+        return encoded
+    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
+    kept, used = [], 0
+    for piece in pieces:
+        if used + len(piece) > budget - 2 - len(digest):
+            break
+        kept.append(piece)
+        used += len(piece)
+    return f"{''.join(kept)}_h{digest}"
 
 
 def chroma_collection_name(workspace_id: str, prefix: str = "reme-") -> str:
-    """The collection holding a workspace, e.g. `my.ws_1` -> `reme-my_dws_u1_e`."""
+    """The collection holding a workspace, e.g. `my.ws_1` -> `reme-my_dws_u1_e`, `a@b` -> `reme-a_x000040b_e`."""
     return f"{prefix}{_chroma_encode(workspace_id)}{_CHROMA_END}"
 
 
@@ -80,10 +110,16 @@ def chroma_workspace_id(name: str, prefix: str = "reme-") -> str | None:
     i = 0
     while i < len(encoded):
         ch = encoded[i]
-        if ch == "_":
+        if ch == "_" and encoded[i + 1 : i + 2] == "x":
+            code = encoded[i + 2 : i + 8]
+            if len(code) != 6 or not re.fullmatch(r"[0-9a-f]{6}", code) or int(code, 16) > 0x10FFFF:
+                return None
+            out.append(chr(int(code, 16)))
+            i += 8
+        elif ch == "_":
             decoded = _CHROMA_UNESCAPES.get(encoded[i + 1 : i + 2])
             if decoded is None:
-                return None
+                return None  # `_h`: a hashed long id, or not ours
             out.append(decoded)
             i += 2
         elif ch.isascii() and (ch.isalnum() or ch == "-"):
@@ -102,8 +138,10 @@ def _es_encode(workspace_id: str) -> list[str]:
             pieces.append("__")
         elif "A" <= ch <= "Z":
             pieces.append("_" + ch.lower())
-        else:
+        elif ch in _ES_PLAIN:
             pieces.append(ch)
+        else:  # any other character: `_.` and its code point in 6 hex digits (`_` + digit stays unused)
+            pieces.append(f"_.{ord(ch):06x}")
     return pieces
 
 
@@ -147,6 +185,13 @@ def es_workspace_id(alias: str, prefix: str = "reme-") -> str | None:
         ch = encoded[i]
         if ch == "_":
             nxt = encoded[i + 1 : i + 2]
+            if nxt == ".":
+                code = encoded[i + 2 : i + 8]
+                if len(code) != 6 or not re.fullmatch(r"[0-9a-f]{6}", code) or int(code, 16) > 0x10FFFF:
+                    return None
+                out.append(chr(int(code, 16)))
+                i += 8
+                continue
             if nxt == "_":
                 out.append("_")
             elif "a" <= nxt <= "z":

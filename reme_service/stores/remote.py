@@ -34,11 +34,12 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import Filter, VectorStore, validate_workspace_id
+from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.vectors import as_query, batch_dimension, embed_checked, latest_by_id, normalise_rows
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 
 class NativeFilter(Protocol):

@@ -127,7 +127,7 @@ class StoreContract:
         await store.upsert(WS, [make_node("fresh")])
         assert ids(await store.list_nodes(WS)) == ["fresh"]
 
-    @pytest.mark.parametrize("bad", ["../x", "", "a/b", "..", ".", "x" * 129, "a b", "ws\n"])
+    @pytest.mark.parametrize("bad", ["../x", "", "a/b", "a\\b", "..", ".", "x" * 257, "ws\n", "nul\x00"])
     async def test_invalid_workspace_ids_are_rejected(self, store: VectorStore, bad: str) -> None:
         calls = [
             store.create_workspace(bad),
@@ -143,7 +143,20 @@ class StoreContract:
         for call in calls:
             with pytest.raises(InvalidRequestError):
                 await call
-        assert "x" * 128 not in await store.list_workspaces()
+        assert "x" * 257 not in await store.list_workspaces()
+
+    async def test_any_printable_id_is_a_workspace_of_its_own(self, store: VectorStore) -> None:
+        """ReMe accepted e-mail addresses and names in any script; ids differing in case are different workspaces,
+        and a 256-character id (whose backend name is a hash) is listed by its own id."""
+        names = ["alice@example.com", "张三", "John Smith", "Alice", "alice", "长" * 256]
+        for index, workspace in enumerate(names):
+            await store.upsert(workspace, [make_node(f"n{index}", vector=unit_vector(index % DIM))])
+        for index, workspace in enumerate(names):
+            assert ids(await store.list_nodes(workspace)) == [f"n{index}"], workspace
+            assert await store.exists_workspace(workspace)
+        assert set(names) <= set(await store.list_workspaces())
+        assert await store.delete_workspace("Alice") is True
+        assert ids(await store.list_nodes("alice")) == ["n4"] and not await store.exists_workspace("Alice")
 
     # ----- upsert, get, delete -----
 

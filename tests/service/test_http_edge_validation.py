@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from reme_service.schema.json_limits import MAX_JSON_DEPTH
+from reme_service.stores.workspace_ids import WORKSPACE_ID_PATTERN
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -210,7 +211,7 @@ def test_openapi_shows_the_enforced_constraints(serve: ServeFn) -> None:
     with serve() as client:
         components = client.get("/openapi.json").json()["components"]["schemas"]
     workspace = components["RetrieveTaskMemoryRequest"]["properties"]["workspace_id"]
-    assert workspace["pattern"] == "^[A-Za-z0-9._-]{0,128}$" and workspace["maxLength"] == 128
+    assert workspace["pattern"] == WORKSPACE_ID_PATTERN and workspace["maxLength"] == 256
     read = components["ReadWorkingMemoryRequest"]["properties"]
     for field in ("offset", "limit"):
         assert constraints(read[field])["maximum"] == 1_000_000_000 and constraints(read[field])["minimum"] == 0

@@ -99,7 +99,7 @@ def test_unknown_workspace_is_an_empty_success(serve: ServeFn) -> None:
 
 def test_bad_workspace_id_is_400(serve: ServeFn) -> None:
     with serve() as client:
-        for bad in ("../x", "a/b", "..", "x" * 129):
+        for bad in ("../x", "a/b", "a\\b", "..", "x" * 257, "tab\there"):
             r = client.post("/retrieve_task_memory", json={"workspace_id": bad, "query": "q"})
             assert r.status_code == 400, bad
             assert r.json()["metadata"]["error"]["code"] == "invalid_request"

@@ -12,13 +12,13 @@ from reme_service.auth.policy import authorize
 from reme_service.context_vars import current_caller
 from reme_service.flow.context import FlowContext
 from reme_service.services import Services
-from reme_service.stores.base import validate_workspace_id
+from reme_service.stores.workspace_ids import file_name, validate_workspace_id
 
 
 def workspace_working_root(root: Path, workspace_id: str) -> Path:
     """The working-memory folder of one workspace (callers with an API key work in it; a workspace delete purges
     it)."""
-    return root / "workspaces" / workspace_id
+    return root / "workspaces" / file_name(workspace_id)
 
 
 class ServiceContext(FlowContext):

@@ -23,7 +23,8 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.base import VectorStore, validate_workspace_id
+from reme_service.stores.base import VectorStore
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert")
 #: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
