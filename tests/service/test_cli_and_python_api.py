@@ -98,5 +98,5 @@ async def test_python_api_returns_the_same_dict_as_http(serve: ServeFn, tmp_path
             memory.pop("time_modified")
     assert result == http_result
     assert missing["success"] is False and missing["metadata"]["error"]["code"] == "validation_error"
-    assert empty["success"] is False and empty["metadata"]["error"]["code"] == "invalid_request"
+    assert empty["success"] is True and "warning" in empty["metadata"]  # as ReMe 0.2: empty, not an error
     assert unknown["metadata"]["error"]["code"] == "not_found"
