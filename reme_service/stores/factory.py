@@ -18,9 +18,10 @@ from reme_service.stores.params import (
     ElasticsearchStoreParams,
     LocalStoreParams,
     MemoryStoreParams,
+    QdrantStoreParams,
 )
 
-BACKENDS = ("memory", "local", "chroma", "elasticsearch")
+BACKENDS = ("memory", "local", "chroma", "elasticsearch", "qdrant")
 
 
 _PARAMS: dict[str, type[BaseModel]] = {
@@ -28,6 +29,7 @@ _PARAMS: dict[str, type[BaseModel]] = {
     "local": LocalStoreParams,
     "chroma": ChromaStoreParams,
     "elasticsearch": ElasticsearchStoreParams,
+    "qdrant": QdrantStoreParams,
 }
 
 
@@ -62,7 +64,7 @@ def create_store(backend: str, params: Mapping[str, Any], *, embedder: Embedding
     try:
         if isinstance(parsed, LocalStoreParams):
             return LocalVectorStore(parsed, embedder=embedder, data_dir=data_dir)
-        if isinstance(parsed, ChromaStoreParams | ElasticsearchStoreParams):
+        if isinstance(parsed, ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams):
             return _create_server_store(name, parsed, embedder=embedder, data_dir=data_dir)
     except ValueError as exc:
         raise ConfigError(f"vector store backend {name!r}: {exc}", details={"backend": name}) from exc
@@ -71,10 +73,18 @@ def create_store(backend: str, params: Mapping[str, Any], *, embedder: Embedding
 
 
 def _create_server_store(
-    name: str, parsed: ChromaStoreParams | ElasticsearchStoreParams, *, embedder: EmbeddingClient, data_dir: Path
+    name: str,
+    parsed: ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams,
+    *,
+    embedder: EmbeddingClient,
+    data_dir: Path,
 ) -> VectorStore:
-    """Chroma or Elasticsearch; their SDKs (optional extras) are imported only here."""
+    """Chroma, Elasticsearch or Qdrant; their SDKs (optional extras) are imported only here."""
     try:
+        if isinstance(parsed, QdrantStoreParams):
+            from reme_service.stores.qdrant import QdrantVectorStore
+
+            return QdrantVectorStore(parsed, embedder=embedder, data_dir=data_dir)
         if isinstance(parsed, ChromaStoreParams):
             import chromadb  # noqa: F401 - fail early, with the install hint below
 

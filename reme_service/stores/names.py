@@ -30,6 +30,7 @@ _CHROMA_UNESCAPES = {"u": "_", "d": "."}
 _CHROMA_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _CHROMA_END = "_e"
 _CHROMA_MAX_NAME = 400  # encoded id length; with the prefix and the suffixes it stays under Chroma's 512
+_QDRANT_MAX_NAME = 160  # Qdrant collection names: at most 255 bytes, with room for "_g<generation>"
 
 _ES_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 _ES_PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -205,3 +206,13 @@ def es_workspace_id(alias: str, prefix: str = "reme-") -> str | None:
         else:
             return None
     return "".join(out) or None
+
+
+def qdrant_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
+    """The Qdrant alias of a workspace: the Chroma encoding, kept under Qdrant's name limits (a long id is hashed)."""
+    return f"{prefix}{_chroma_encode(workspace_id, _QDRANT_MAX_NAME)}{_CHROMA_END}"
+
+
+def qdrant_workspace_id(alias: str, prefix: str = "reme-") -> str | None:
+    """The workspace a Qdrant alias stands for (None: not ours, or a hashed long id)."""
+    return chroma_workspace_id(alias, prefix)

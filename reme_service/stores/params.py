@@ -119,3 +119,34 @@ class ElasticsearchStoreParams(BaseModel):
         if self.bearer_auth:
             options["bearer_auth"] = self.bearer_auth
         return options
+
+
+class QdrantStoreParams(BaseModel):
+    """Parameters of the "qdrant" backend, with ReMe's names: `url` (or `host` and `port`) and `api_key` for a
+    server; otherwise Qdrant's local mode in `path` (ReMe's `store_dir` also works; default <data_dir>/qdrant) or
+    `location: ":memory:"`. `distance` is accepted as ReMe wrote it; only cosine is served."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    host: str | None = None
+    port: int = Field(default=6333, ge=1, le=65535)
+    api_key: str | None = None
+    prefer_grpc: bool = False
+    path: Path | None = None
+    store_dir: Path | None = None
+    location: str | None = None
+    collection_prefix: str = "reme-"
+    timeout: float = Field(default=30.0, gt=0)
+    batch_size: int = Field(default=256, ge=1, le=10_000)
+    distance: str = Field(default="COSINE", pattern="(?i)^cosine$")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> QdrantStoreParams:
+        servers = bool(self.url or self.host)
+        local = [name for name in ("path", "store_dir", "location") if getattr(self, name) is not None]
+        if servers and local:
+            raise ValueError(f"give a server (url or host) or a local store ({', '.join(local)}), not both")
+        if len(local) > 1:
+            raise ValueError(f"give one of path, store_dir and location, not {', '.join(local)}")
+        return self

@@ -87,3 +87,15 @@ def test_record_task_memory_emits_deleted_memory_ids(serve: ServeFn) -> None:
                     "update_utility": True}).json()  # fmt: skip
         assert body["success"] is True and body["metadata"]["deleted_memory_ids"] == []
         assert body["metadata"]["memory_list"][0]["metadata"]["freq"] == 1
+
+
+def test_a_qdrant_deployment_switches_by_configuration(serve: ServeFn, tmp_path: Path) -> None:
+    memory = {"when_to_use": "when the API pages results", "content": "follow the next link"}
+    with serve("vector_store.default.backend=qdrant", f"vector_store.default.params.path={tmp_path / 'q'}") as client:
+        inserted = client.post(
+            "/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": [memory]}
+        )
+        assert inserted.status_code == 200, inserted.text
+        found = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "pages results"}).json()
+        assert found["metadata"]["memory_list"][0]["content"] == "follow the next link"
+        assert client.get("/health").json()["vector_store"]["default"]["status"] == "ok"

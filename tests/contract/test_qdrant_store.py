@@ -1,0 +1,86 @@
+"""The Qdrant backend against the store contract, plus its remote-store checks.
+
+Which Qdrant: a real server when `REME_TEST_QDRANT_URL` is set (e.g. http://127.0.0.1:6333); otherwise Qdrant's
+local mode (the client's own in-process engine, on disk under the test's directory). `test_which_qdrant` says
+which (it is skipped, with the reason, when local mode was used).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reme_service.errors import ConfigError
+from reme_service.stores.factory import create_store
+from reme_service.stores.params import QdrantStoreParams
+from reme_service.stores.qdrant import QdrantVectorStore
+from tests.contract.store_contract import CountingEmbedder, StoreContract
+from tests.contract.test_chroma_store import RemoteStoreChecks
+
+pytestmark = pytest.mark.anyio
+
+REAL_URL = os.environ.get("REME_TEST_QDRANT_URL", "").strip()
+
+
+def make_store(embedder: CountingEmbedder, tmp_path: Path, **options: Any) -> QdrantVectorStore:
+    prefix = f"t{secrets.token_hex(4)}-"
+    where: dict[str, Any] = {"url": REAL_URL} if REAL_URL else {"path": tmp_path / "qdrant"}
+    return QdrantVectorStore(QdrantStoreParams(collection_prefix=prefix, **where, **options), embedder=embedder)
+
+
+async def _drop_all(store: QdrantVectorStore) -> None:
+    for workspace in await store.list_workspaces():
+        await store.delete_workspace(workspace)
+
+
+class TestQdrantStore(StoreContract):
+    MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the points are sent
+
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[QdrantVectorStore]:
+        store = make_store(embedder, tmp_path)
+        await store.start()
+        yield store
+        await _drop_all(store)
+        await store.close()
+
+
+class TestQdrantExtras(RemoteStoreChecks):
+    pytestmark = [pytest.mark.anyio]
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[QdrantVectorStore]:
+        store = make_store(CountingEmbedder(), tmp_path)
+        await store.start()
+        yield store
+        await _drop_all(store)
+        await store.close()
+
+
+def test_which_qdrant() -> None:
+    if not REAL_URL:
+        pytest.skip(
+            "the Qdrant tests ran in Qdrant's local mode (the client's in-process engine), not against a server: set "
+            "REME_TEST_QDRANT_URL=http://host:6333 to run them against one"
+        )
+
+
+def test_remes_parameter_names_configure_it(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    local = create_store("qdrant", {"store_dir": str(tmp_path / "q"), "distance": "COSINE"}, embedder=embedder,
+                         data_dir=tmp_path)  # fmt: skip
+    assert isinstance(local, QdrantVectorStore) and local._options() == {"path": str(tmp_path / "q")}
+    server = create_store("qdrant", {"url": "http://127.0.0.1:6333", "api_key": "k"}, embedder=embedder,
+                          data_dir=tmp_path)  # fmt: skip
+    assert isinstance(server, QdrantVectorStore) and server._options()["url"] == "http://127.0.0.1:6333"
+    default = create_store("qdrant", {}, embedder=embedder, data_dir=tmp_path)
+    assert isinstance(default, QdrantVectorStore) and default._options() == {"path": str(tmp_path / "qdrant")}
+    with pytest.raises(ConfigError, match="not both"):
+        create_store("qdrant", {"url": "http://x:6333", "path": "y"}, embedder=embedder, data_dir=tmp_path)
+    with pytest.raises(ConfigError, match="distance"):
+        create_store("qdrant", {"distance": "EUCLID"}, embedder=embedder, data_dir=tmp_path)
