@@ -20,10 +20,10 @@ of earlier versions (`[A-Za-z0-9._-]`) keep the names they had. The backends hav
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from reme_service.errors import ConfigError
+from reme_service.stores.workspace_ids import shortened
 
 _CHROMA_ESCAPES = {"_": "_u", ".": "_d"}
 _CHROMA_UNESCAPES = {"u": "_", "d": "."}
@@ -71,18 +71,7 @@ def _chroma_pieces(workspace_id: str) -> list[str]:
 def _chroma_encode(workspace_id: str, budget: int = _CHROMA_MAX_NAME) -> str:
     """The encoded id; one longer than `budget` is cut at an escape boundary and completed by `_h` and a hash of
     the id (not reversible: the store keeps the id in the collection's metadata)."""
-    pieces = _chroma_pieces(workspace_id)
-    encoded = "".join(pieces)
-    if len(encoded) <= budget:
-        return encoded
-    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
-    kept, used = [], 0
-    for piece in pieces:
-        if used + len(piece) > budget - 2 - len(digest):
-            break
-        kept.append(piece)
-        used += len(piece)
-    return f"{''.join(kept)}_h{digest}"
+    return shortened(_chroma_pieces(workspace_id), workspace_id, budget, "_h")
 
 
 def chroma_collection_name(workspace_id: str, prefix: str = "reme-") -> str:
@@ -148,20 +137,7 @@ def _es_encode(workspace_id: str) -> list[str]:
 
 def es_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
     """The alias naming a workspace, e.g. `My_ws` -> `reme-_my__ws`."""
-    pieces = _es_encode(workspace_id)
-    alias = prefix + "".join(pieces)
-    if len(alias) <= _ES_MAX_ALIAS:
-        return alias
-    digest = hashlib.sha256(workspace_id.encode()).hexdigest()[:16]
-    budget = _ES_MAX_ALIAS - len(prefix) - len(_ES_HASH_MARK) - len(digest)
-    kept: list[str] = []
-    used = 0
-    for piece in pieces:
-        if used + len(piece) > budget:
-            break
-        kept.append(piece)
-        used += len(piece)
-    return f"{prefix}{''.join(kept)}{_ES_HASH_MARK}{digest}"
+    return prefix + shortened(_es_encode(workspace_id), workspace_id, _ES_MAX_ALIAS - len(prefix), _ES_HASH_MARK)
 
 
 def es_lock_index_name(prefix: str = "reme-") -> str:

@@ -60,18 +60,25 @@ def file_name(workspace_id: str) -> str:
     """The id as a file or folder name (see the module docstring), e.g. `alice@example.com` ->
     `alice%40example.com`, `team-1` -> `team-1`."""
     pieces = [ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in workspace_id]
-    name = "".join(pieces)
-    if len(name) <= MAX_FILE_NAME_BYTES:
-        return name
+    return shortened(pieces, workspace_id, MAX_FILE_NAME_BYTES, HASH_MARK)
+
+
+def shortened(pieces: list[str], workspace_id: str, budget: int, mark: str) -> str:
+    """The encoded `pieces` (one per character of the id) joined; when longer than `budget`, cut at a piece boundary
+    (never inside an escape) and completed by `mark` and 16 hex digits of the id's SHA-256: short enough for the
+    backend, distinct per id, not reversible. Every encoding of workspace ids shortens this way."""
+    whole = "".join(pieces)
+    if len(whole) <= budget:
+        return whole
     digest = hashlib.sha256(workspace_id.encode("utf-8")).hexdigest()[:16]
-    budget = MAX_FILE_NAME_BYTES - len(HASH_MARK) - len(digest)
+    room = budget - len(mark) - len(digest)
     kept, used = [], 0
     for piece in pieces:
-        if used + len(piece) > budget:
+        if used + len(piece) > room:
             break
         kept.append(piece)
         used += len(piece)
-    return f"{''.join(kept)}{HASH_MARK}{digest}"
+    return f"{''.join(kept)}{mark}{digest}"
 
 
 def workspace_from_file_name(name: str) -> str | None:
