@@ -9,5 +9,7 @@ bash scripts/setup.sh test
 .venv/bin/python -m pytest "$@"
 if [ "$#" -eq 0 ]; then
   echo "== service tests again on the chroma backend"
-  REME_TEST_STORE=chroma .venv/bin/python -m pytest tests/service -q --deselect tests/service/test_http_backends.py
+  # (the tests that choose their own backend are left out: they ran in the first pass)
+  REME_TEST_STORE=chroma .venv/bin/python -m pytest tests/service -q -m "not own_backend" \
+    --deselect tests/service/test_http_backends.py
 fi

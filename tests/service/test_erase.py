@@ -13,7 +13,7 @@ import pytest
 from reme_service.auth.keyfile import create_key
 from tests.service.conftest import ServeFn
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]
 
 MARKER = "zq-erase-marker-5e1d"
 

@@ -56,6 +56,7 @@ def test_a_known_tool_still_answers_success(serve: ServeFn) -> None:
         assert body.json()["success"] is True and body.json()["metadata"]["not_found"] == ["unknown"]
 
 
+@pytest.mark.own_backend
 def test_the_memory_backend_accepts_reme_store_dir(serve: ServeFn, tmp_path: Path) -> None:
     """ReMe's vector-store guide configures the memory backend with params.store_dir."""
     with serve("vector_store.default.backend=memory", f"vector_store.default.params.store_dir={tmp_path / 'x'}") as c:
@@ -89,6 +90,7 @@ def test_record_task_memory_emits_deleted_memory_ids(serve: ServeFn) -> None:
         assert body["metadata"]["memory_list"][0]["metadata"]["freq"] == 1
 
 
+@pytest.mark.own_backend
 def test_a_qdrant_deployment_switches_by_configuration(serve: ServeFn, tmp_path: Path) -> None:
     memory = {"when_to_use": "when the API pages results", "content": "follow the next link"}
     with serve("vector_store.default.backend=qdrant", f"vector_store.default.params.path={tmp_path / 'q'}") as client:
