@@ -6,17 +6,19 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from reme_service import __version__
 from reme_service.errors import ConfigError
 
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
+       reme keys create|list|revoke ...    manage API keys (reme keys --help)
+       reme audit [--workspace W] ...      print the audit log (reme audit --help)
+       reme --version | --help
 
 Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
 Examples:
   reme http.port=9000 vector_store.default.backend=memory
   reme backend=mcp mcp.transport=stdio            (or sse / streamable-http with mcp.host, mcp.port)
   reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
-API keys: reme keys create|list|revoke ...  (see `reme keys --help`)
-Audit log: reme audit [--workspace W] [--since T] ...  (see `reme audit --help`)
 Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
 """
 
@@ -34,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0
+    if any(a in ("-V", "--version", "version") for a in args):
+        sys.stdout.write(f"reme-service {__version__}\n")
+        return 0
     from reme_service.app import ReMeApp
 
     try:
@@ -41,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"reme: configuration error: {exc.message}\n")
         return 2
-    logging.basicConfig(level=app.config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = "DEBUG" if app.config.log_level == "TRACE" else app.config.log_level  # trace: uvicorn's, below debug
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if app.config.backend == "mcp":
         from reme_service.server.mcp import run_mcp
 
@@ -50,9 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"reme: serving {len(app.flows)} flows as MCP tools over {where}\n")
         run_mcp(app)
         return 0
-    from reme_service.server.run import run_http
+    from reme_service.server.run import listen, run_http
 
     http = app.config.http
+    try:
+        sock = listen(http.host, http.port)
+    except ConfigError as exc:
+        sys.stderr.write(f"reme: {exc.message}\n")
+        return 2
     sys.stderr.write(f"reme: serving {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
-    run_http(app)
+    run_http(app, sock)
     return 0

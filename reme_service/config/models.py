@@ -8,11 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 class HttpConfig(_Strict):
@@ -143,7 +146,7 @@ class AuthConfig(_Strict):
 class AppConfig(_Strict):
     backend: Literal["http", "mcp"] = "http"
     language: Literal["", "en", "zh"] = ""
-    log_level: str = "INFO"
+    log_level: str = Field(default="INFO", description="critical, error, warning, info, debug or trace")
     data_dir: str = Field(default="./reme_data", description="where the local store and working memory live")
     file_roots: list[str] = Field(
         default_factory=list,
@@ -169,6 +172,13 @@ class AppConfig(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _working_memory_root: Path = PrivateAttr(default_factory=Path)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise ValueError(f"log_level {value!r} is not one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
 
     @model_validator(mode="after")
     def _resolve_working_memory_root(self) -> AppConfig:

@@ -4,12 +4,15 @@ which flushes and closes the stores — and exit 0)."""
 
 from __future__ import annotations
 
+import errno
 import signal
+import socket
 from types import FrameType
 
 import uvicorn
 
 from reme_service.app import ReMeApp
+from reme_service.errors import ConfigError
 from reme_service.server.http import create_http_app
 from reme_service.server.protocol import EdgeHttpProtocol
 
@@ -45,9 +48,31 @@ def uvicorn_config(app: ReMeApp) -> uvicorn.Config:
     )
 
 
-def run_http(app: ReMeApp) -> None:
-    """Serve until SIGINT/SIGTERM; returns after the graceful shutdown."""
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything says "serving": a taken port or an unknown host is a
+    `ConfigError` naming the address, the cause and the fix (the CLI prints it as one line, exit 2)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"http.host {host!r} is not an address of this machine ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        taken = exc.errno == errno.EADDRINUSE
+        hint = "stop the other service or choose another http.port" if taken else "check http.host"
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; {hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_http(app: ReMeApp, sock: socket.socket | None = None) -> None:
+    """Serve until SIGINT/SIGTERM (on `sock` when given: see `listen`); returns after the graceful shutdown."""
     server = _GracefulServer(uvicorn_config(app))
-    server.run()
-    if not server.started:  # as uvicorn.run: the start failed (port taken, app start-up error)
+    server.run(sockets=[sock] if sock is not None else None)
+    if not server.started:  # as uvicorn.run: the start failed (an app start-up error)
         raise SystemExit(3)

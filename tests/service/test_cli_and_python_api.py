@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reme_service import ReMeApp
+from reme_service import ReMeApp, __version__
 from tests.fakes.service_process import running_service
 from tests.service.conftest import ServeFn
 
@@ -60,9 +61,28 @@ def test_bad_store_parameters_refuse_to_start_and_say_why(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
-def test_help(tmp_path: Path) -> None:
+def test_help_and_version(tmp_path: Path) -> None:
     result = _run_cli("--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage: reme" in result.stdout
+    assert "reme keys create" in result.stdout and "reme audit" in result.stdout  # the subcommands are listed
+    version = _run_cli("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == f"reme-service {__version__}"
+
+
+def test_a_taken_port_or_a_bad_log_level_is_one_line_before_serving(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run_cli(f"http.port={port}", "embedding_model.default.backend=hash", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"reme: cannot listen on 127.0.0.1:{port}: Address already in use; stop the other service or choose "
+        "another http.port"
+    ]
+    level = _run_cli("log_level=verbose", cwd=tmp_path)
+    assert level.returncode == 2 and len(level.stderr.strip().splitlines()) == 1
+    assert "log_level 'verbose' is not one of critical, error, warning, info, debug, trace" in level.stderr
 
 
 def test_cli_serves_http_until_terminated(tmp_path: Path) -> None:
