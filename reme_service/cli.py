@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from reme_service import __version__
-from reme_service.errors import ConfigError
+from reme_service.errors import ConfigError, ReMeError
 
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)
@@ -64,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"reme: {exc.message}\n")
         return 2
-    sys.stderr.write(f"reme: serving {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
-    run_http(app, sock)
+    sys.stderr.write(f"reme: starting {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
+    try:
+        run_http(app, sock)
+    except ReMeError as exc:  # the app could not start (a store locked by another process, ...)
+        sys.stderr.write(f"reme: cannot start: {exc.message}\n")
+        return 2
     return 0

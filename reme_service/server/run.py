@@ -4,6 +4,7 @@ which flushes and closes the stores — and exit 0)."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import signal
 import socket
@@ -27,7 +28,7 @@ class _GracefulServer(uvicorn.Server):
             self._captured_signals.remove(sig)
 
 
-def uvicorn_config(app: ReMeApp) -> uvicorn.Config:
+def uvicorn_config(app: ReMeApp, *, manage_lifecycle: bool = True) -> uvicorn.Config:
     http = app.config.http
     protocol = EdgeHttpProtocol.configured(
         header_timeout=http.header_timeout,
@@ -36,7 +37,7 @@ def uvicorn_config(app: ReMeApp) -> uvicorn.Config:
         retry_after=http.retry_after,
     )
     return uvicorn.Config(
-        create_http_app(app),
+        create_http_app(app, manage_lifecycle=manage_lifecycle),
         host=http.host,
         port=http.port,
         http=protocol,
@@ -71,8 +72,20 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def run_http(app: ReMeApp, sock: socket.socket | None = None) -> None:
-    """Serve until SIGINT/SIGTERM (on `sock` when given: see `listen`); returns after the graceful shutdown."""
-    server = _GracefulServer(uvicorn_config(app))
-    server.run(sockets=[sock] if sock is not None else None)
-    if not server.started:  # as uvicorn.run: the start failed (an app start-up error)
+    """Serve until SIGINT/SIGTERM (on `sock` when given: see `listen`); returns after the graceful shutdown.
+
+    The app starts before the server does, in the same event loop, so a start that fails (a store locked by another
+    process, a model that cannot load) raises its `ReMeError` here, for the CLI to print as one line, rather than
+    as a lifespan traceback of uvicorn's."""
+    server = _GracefulServer(uvicorn_config(app, manage_lifecycle=False))
+
+    async def serve() -> None:
+        await app.start()
+        try:
+            await server.serve(sockets=[sock] if sock is not None else None)
+        finally:
+            await app.stop()
+
+    asyncio.run(serve())
+    if not server.started:  # as uvicorn.run: the server did not start
         raise SystemExit(3)

@@ -120,3 +120,13 @@ async def test_python_api_returns_the_same_dict_as_http(serve: ServeFn, tmp_path
     assert missing["success"] is False and missing["metadata"]["error"]["code"] == "validation_error"
     assert empty["success"] is True and "warning" in empty["metadata"]  # as ReMe 0.2: empty, not an error
     assert unknown["metadata"]["error"]["code"] == "not_found"
+
+
+def test_a_store_that_cannot_start_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """The local store belongs to one process: a second service on the same data directory says so in one line."""
+    data = f"data_dir={tmp_path / 'shared'}"
+    with running_service(tmp_path, data, "embedding_model.default.backend=hash"):
+        second = _run_cli(data, "http.port=0", "embedding_model.default.backend=hash", cwd=tmp_path)
+    assert second.returncode == 2
+    last = second.stderr.strip().splitlines()[-1]
+    assert last.startswith("reme: cannot start: ") and "Traceback" not in second.stderr
