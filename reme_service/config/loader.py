@@ -1,8 +1,9 @@
 """Build an `AppConfig` from the packaged default YAML, user YAML overlays and `a.b.c=value` overrides.
 
 Precedence, low to high: packaged `default.yaml` and `flows/*.yaml` < each `config=` file in order (merged
-key by key, never replacing the default wholesale) < dotted overrides. The environment (`FLOW_*`, `.env`)
-is read separately (`read_env`) and consulted when providers are built; nothing is written to `os.environ`.
+key by key, never replacing the default wholesale) < `REME_*` environment variables (`env_overrides`) < dotted
+overrides on the command line. The environment is the process's over a `.env` file (`read_env`); the provider
+variables (`FLOW_*`) in it are consulted when providers are built. Nothing is written to `os.environ`.
 """
 
 from __future__ import annotations
@@ -145,14 +146,45 @@ def _explain(exc: ValidationError) -> str:
     return describe_validation_errors(exc, line="config key '{loc}': {msg}", no_loc="(top level)", explain=_unknown_key)
 
 
-def load_config(args: Iterable[str] = (), *, extra: Mapping[str, Any] | None = None) -> AppConfig:
-    """Build and validate the config; raises `ConfigError` naming any wrong key."""
+ENV_PREFIX = "REME_"
+
+
+def env_overrides(environ: Mapping[str, str]) -> list[tuple[str, Any]]:
+    """The config keys set by `REME_<PATH>` variables: the dotted path with `__` between levels, any case
+    (`REME_HTTP__PORT=9000` → `http.port`, `REME_VECTOR_STORE__DEFAULT__BACKEND=chroma`). Values are typed as on
+    the command line. Variables whose first level is no config key are someone else's (`REME_TEST_STORE`) and left
+    alone — except one that misses a `__` (`REME_HTTP_PORT`), which is an error saying how to write it."""
+    fields = AppConfig.model_fields
+    found: list[tuple[str, Any]] = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX) or len(name) == len(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        if parts[0] not in fields:
+            near = max((f for f in fields if parts[0].startswith(f"{f}_")), key=len, default=None)
+            if near is not None:
+                fixed = f"{ENV_PREFIX}{near.upper()}__{name[len(ENV_PREFIX) + len(near) + 1 :]}"
+                raise ConfigError(f"environment variable {name}: levels are separated by '__' (did you mean {fixed}?)")
+            continue
+        if not all(parts):
+            raise ConfigError(f"environment variable {name}: empty level in the key (use one '__' between levels)")
+        found.append((".".join(parts), coerce_value(environ[name])))
+    return found
+
+
+def load_config(
+    args: Iterable[str] = (), *, extra: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> AppConfig:
+    """Build and validate the config; raises `ConfigError` naming any wrong key. `environ` (default: `read_env()`)
+    supplies the `REME_*` variables."""
     configs, overrides = parse_args(args)
     data = _read_yaml(DEFAULT_YAML)
     for flow_file in sorted(FLOWS_DIR.glob("*.yaml")):
         data = deep_merge(data, _read_yaml(flow_file))
     for name in configs:
         data = deep_merge(data, _read_yaml(_resolve_yaml(name)))
+    for key, value in env_overrides(read_env() if environ is None else environ):
+        set_dotted(data, key, value)
     for key, value in overrides:
         set_dotted(data, key, value)
     for key, value in (extra or {}).items():

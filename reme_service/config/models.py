@@ -49,6 +49,10 @@ class HttpConfig(_Strict):
 
 
 class McpConfig(_Strict):
+    """MCP beside HTTP (`mount`: the tools at `/mcp` and `/sse` of the HTTP port, one process owning the store), or
+    alone with `backend=mcp` (stdio for hosts that spawn the server; sse / streamable-http on `host`:`port`)."""
+
+    mount: bool = Field(default=True, description="serve MCP at /mcp (streamable HTTP) and /sse on the HTTP port")
     transport: Literal["stdio", "sse", "streamable-http", "http"] = "sse"
     host: str = "127.0.0.1"
     port: int = Field(default=8002, ge=0, le=65535)
@@ -147,7 +151,12 @@ class AppConfig(_Strict):
     backend: Literal["http", "mcp"] = "http"
     language: Literal["", "en", "zh"] = ""
     log_level: str = Field(default="INFO", description="critical, error, warning, info, debug or trace")
-    data_dir: str = Field(default="./reme_data", description="where the local store and working memory live")
+    log_format: Literal["text", "json"] = Field(default="text", description="json: one JSON object per log line")
+    data_dir: str = Field(
+        default="./reme_data",
+        description="where the local store, keys, audit log and working memory live; a relative path is resolved "
+        "once, against the working directory the service starts in",
+    )
     file_roots: list[str] = Field(
         default_factory=list,
         description="directories that dump/load paths may resolve into; empty = the working directory and data_dir",
@@ -172,6 +181,11 @@ class AppConfig(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _working_memory_root: Path = PrivateAttr(default_factory=Path)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute_data_dir(cls, value: str) -> str:
+        return str(Path(value).expanduser().resolve())
 
     @field_validator("log_level")
     @classmethod

@@ -96,3 +96,50 @@ def test_env_file_is_found_in_a_parent(tmp_path: Path) -> None:
     child = tmp_path / "a" / "b"
     child.mkdir(parents=True)
     assert read_env(child, environ={})["FLOW_EMBEDDING_BASE_URL"] == "http://parent"
+
+
+def test_environment_sets_any_key_below_the_command_line_and_above_files(tmp_path: Path) -> None:
+    overlay = tmp_path / "site.yaml"
+    overlay.write_text("http:\n  port: 7000\n  host: 0.0.0.0\nlog_level: debug\n")
+    environ = {
+        "REME_HTTP__PORT": "9000",
+        "reme_vector_store__default__backend": "memory",
+        "REME_VECTOR_STORE__DEFAULT__PARAMS__COLLECTION_PREFIX": "p_",
+        "REME_LLM__DEFAULT__PARAMS": '{"temperature": 0.2}',
+        "REME_TEST_STORE": "chroma",  # someone else's variable: not a config key, left alone
+        "PATH": "/usr/bin",
+    }
+    cfg = load_config([f"config={overlay}", "log_level=warning"], environ=environ)
+    assert cfg.http.port == 9000  # env over the file
+    assert cfg.http.host == "0.0.0.0"  # the file where env says nothing
+    assert cfg.log_level == "WARNING"  # the command line over everything
+    assert cfg.vector_store["default"].backend == "memory"
+    assert cfg.vector_store["default"].params == {"collection_prefix": "p_"}
+    assert cfg.llm["default"].params == {"temperature": 0.2}
+    assert load_config(["http.port=9100"], environ=environ).http.port == 9100
+    assert load_config([], environ={}).http.port == 8002  # the default
+
+
+def test_environment_key_errors_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"REME_HTTP_PORT.*did you mean REME_HTTP__PORT"):
+        load_config([], environ={"REME_HTTP_PORT": "9000"})
+    with pytest.raises(ConfigError, match=r"config key 'http.prot'"):
+        load_config([], environ={"REME_HTTP__PROT": "9000"})
+    with pytest.raises(ConfigError, match=r"config key 'http.port'"):
+        load_config([], environ={"REME_HTTP__PORT": "many"})
+    with pytest.raises(ConfigError, match="empty level"):
+        load_config([], environ={"REME_HTTP____PORT": "1"})
+
+
+def test_the_environment_includes_a_dotenv_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("REME_HTTP__PORT=9200\n")
+    assert load_config([], environ=read_env(tmp_path, environ={})).http.port == 9200
+
+
+def test_data_dir_is_absolute_once_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config([], environ={})
+    assert cfg.data_dir == str(tmp_path.resolve() / "reme_data")
+    monkeypatch.chdir("/")
+    assert cfg.data_dir == str(tmp_path.resolve() / "reme_data")  # resolved when read, not when used
+    assert load_config([], environ={"REME_DATA_DIR": "~/x"}).data_dir == str(Path("~/x").expanduser())
