@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from reme_service import __version__
 from reme_service.audit.log import AuditLog
 from reme_service.audit.record import AuditRecord
 from reme_service.audit.trail import AuditTrail
@@ -27,7 +29,7 @@ from reme_service.auth.caller import TRUSTED
 from reme_service.auth.policy import needed_scope
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
-from reme_service.context_vars import current_caller, current_trail
+from reme_service.context_vars import current_caller, current_request, current_trail
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowResponse
@@ -35,6 +37,7 @@ from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
+from reme_service.observe.metrics import Metrics
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
 from reme_service.ops.common.op import ServiceOp
@@ -69,8 +72,8 @@ class ReMeApp:
         llm_clients: Mapping[str, LLMClient] | None = None,
     ) -> None:
         all_args = ([f"config={config_path}"] if config_path else []) + list(args)
-        self.config = config if config is not None else load_config(all_args)
         base_env = dict(env) if env is not None else read_env()
+        self.config = config if config is not None else load_config(all_args, environ=base_env)
         for key, value in {
             "FLOW_LLM_API_KEY": llm_api_key,
             "FLOW_LLM_BASE_URL": llm_api_base,
@@ -97,6 +100,7 @@ class ReMeApp:
         audit = self.config.audit
         audit_dir = Path(audit.dir).expanduser().resolve() if audit.dir else self.data_dir / "audit"
         self.audit_log = AuditLog(audit_dir) if audit.enabled else None
+        self.metrics = Metrics()
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -164,6 +168,7 @@ class ReMeApp:
                 store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
             )
         await asyncio.to_thread(self.file_roots.prepare)
+        self._meter(services)
         for client in services.clients():
             await client.start()
         self.services = services
@@ -177,6 +182,16 @@ class ReMeApp:
             services.embedders["default"].backend if "default" in services.embedders else "-",
             services.store().backend if "default" in services.stores else "-",
         )
+
+    def _meter(self, services: Services) -> None:
+        """Give every client its meter (`observe/metered.py`) and report the stores' resident workspaces."""
+        for name, llm in services.llms.items():
+            llm.meter = self.metrics.meter("llm", name)
+        for name, embedder in services.embedders.items():
+            embedder.meter = self.metrics.meter("embedding", name)
+        for name, store in services.stores.items():
+            store.meter = self.metrics.meter("store", name)
+            self.metrics.track_resident(name, store.resident_workspaces)
 
     async def stop(self) -> None:
         if not self._started or self.services is None:
@@ -227,16 +242,22 @@ class ReMeApp:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         trail = AuditTrail()
         token = current_trail.set(trail) if self.audit_log is not None else None
+        if (info := current_request.get()) is not None:
+            info.flow = runner.name
+            info.workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
+        started = time.perf_counter()
         try:
             response = await runner.run(request, request_id=request_id)
         except ReMeError as error:
             if error.status >= 500:  # the client gets the message; the operator should see it too
                 logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
+            self.metrics.flow_run(runner.name, error.status, time.perf_counter() - started)
             await self._audit(runner.name, request, request_id, trail, error.code)
             return error.status, error_envelope(error, request_id)
         finally:
             if token is not None:
                 current_trail.reset(token)
+        self.metrics.flow_run(runner.name, 200, time.perf_counter() - started)
         await self._audit(runner.name, request, request_id, trail, None)
         if not offload:
             return 200, response.model_dump(mode="json")
@@ -300,8 +321,10 @@ class ReMeApp:
                 await self.stop()
 
     async def health(self) -> dict[str, Any]:
+        """Every client's status. `healthy`; `degraded` when only an LLM is unreachable (retrieval and storage
+        work); `down` when a store or an embedding model is (nothing works); `stopped` before start."""
         if self.services is None:
-            return {"status": "stopped"}
+            return {"status": "stopped", "version": __version__}
         parts: dict[str, Any] = {}
         for kind, clients in (
             ("llm", self.services.llms),
@@ -309,8 +332,15 @@ class ReMeApp:
             ("vector_store", self.services.stores),
         ):
             parts[kind] = {name: await client.health() for name, client in clients.items()}
-        down = any(info.get("status") == "down" for group in parts.values() for info in group.values())
-        return {"status": "degraded" if down else "healthy", **parts, "flows": sorted(self.flows)}
+        failing = ("down", "unreachable")
+        essential_down = any(
+            info.get("status") in failing
+            for kind in ("embedding_model", "vector_store")
+            for info in parts[kind].values()
+        )
+        llm_down = any(info.get("status") in failing for info in parts["llm"].values())
+        status = "down" if essential_down else "degraded" if llm_down else "healthy"
+        return {"status": status, "version": __version__, **parts, "flows": sorted(self.flows)}
 
 
 def _dump_releasing(held: list[FlowResponse]) -> dict[str, Any]:

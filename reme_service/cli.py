@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
 from reme_service import __version__
 from reme_service.errors import ConfigError, ReMeError
+from reme_service.observe.logs import configure_logging
 
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)
@@ -19,7 +19,9 @@ Examples:
   reme http.port=9000 vector_store.default.backend=memory
   reme backend=mcp mcp.transport=stdio            (or sse / streamable-http with mcp.host, mcp.port)
   reme llm.default.model_name=qwen-plus embedding_model.default.backend=hash
-Environment: FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL (or a .env file).
+Environment (or a .env file): any key as REME_<KEY> with '__' between levels, e.g. REME_HTTP__PORT=9000,
+  REME_VECTOR_STORE__DEFAULT__BACKEND=chroma (command line > environment > config files > defaults);
+  FLOW_LLM_API_KEY, FLOW_LLM_BASE_URL, FLOW_EMBEDDING_API_KEY, FLOW_EMBEDDING_BASE_URL for the providers.
 """
 
 
@@ -46,8 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"reme: configuration error: {exc.message}\n")
         return 2
-    level = "DEBUG" if app.config.log_level == "TRACE" else app.config.log_level  # trace: uvicorn's, below debug
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(app.config.log_level, app.config.log_format)
     if app.config.backend == "mcp":
         from reme_service.server.mcp import run_mcp
 
@@ -64,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"reme: {exc.message}\n")
         return 2
-    sys.stderr.write(f"reme: starting {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs)\n")
+    mcp_note = " and MCP at /mcp, /sse" if app.config.mcp.mount else ""
+    sys.stderr.write(
+        f"reme: starting {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs{mcp_note}); "
+        f"data in {app.data_dir}\n"
+    )
     try:
         run_http(app, sock)
     except ReMeError as exc:  # the app could not start (a store locked by another process, ...)

@@ -7,7 +7,9 @@ and tokens to the step that made them; test doubles choose their scripted replie
 
 `current_caller` is the identity (`auth.caller.Caller`) the request's API key grants, set by the HTTP and MCP
 edges; the audit log records its key id and name. `current_trail` collects what the request changed
-(`audit.trail.AuditTrail`), for the one audit record the app writes when the request ends.
+(`audit.trail.AuditTrail`), for the one audit record the app writes when the request ends. `current_request` is
+the HTTP request's `observe.request_info.RequestInfo`, where the app notes the flow and workspace for the request
+log line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from contextvars import ContextVar
 
 from reme_service.audit.trail import AuditTrail
 from reme_service.auth.caller import Caller
+from reme_service.observe.request_info import RequestInfo
 
 current_op: ContextVar[str] = ContextVar("current_op", default="")
 
@@ -24,3 +27,6 @@ current_caller: ContextVar[Caller | None] = ContextVar("current_caller", default
 
 #: what the current request changed, for its audit record; `None` when nothing is being audited
 current_trail: ContextVar[AuditTrail | None] = ContextVar("current_trail", default=None)
+
+#: the HTTP request being served, for its log line; `None` outside HTTP requests
+current_request: ContextVar[RequestInfo | None] = ContextVar("current_request", default=None)

@@ -19,3 +19,11 @@ async def until(condition: Callable[[], bool | Awaitable[bool]], *, limit: float
             return
         assert time.monotonic() < deadline, f"condition still false after {limit:g} s"
         await asyncio.sleep(0.005)  # the polling interval, not a guess at how long anything takes
+
+
+def until_sync(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
+    """`until` for synchronous tests (a server in another thread or process)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"condition still false after {limit:g} s"
+        time.sleep(0.02)  # the polling interval

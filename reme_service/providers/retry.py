@@ -13,7 +13,9 @@ The openai SDK's own retries are switched off (`max_retries=0`); `call_with_retr
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -143,6 +145,17 @@ async def call_with_retries(
     raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
 
 
+PROBE_SECONDS = 30.0
+PROBE_TIMEOUT = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Reach:
+    at: float
+    status: str
+    reason: str = ""
+
+
 class OpenAIRetryingClient:
     """Mixin for a provider client on `openai.AsyncOpenAI`: the retry settings, the client, and `close()`.
 
@@ -196,16 +209,43 @@ class OpenAIRetryingClient:
         reply_error_cls: type[ProviderError] | None = None,
     ) -> T:
         """`call_with_retries` with this client's settings; the error details name the backend, model and URL."""
-        return await call_with_retries(
-            attempt,
-            max_retries=self.max_retries,
-            backoff=self.backoff,
-            error_cls=error_cls,
-            reply_error_cls=reply_error_cls,
-            what=what,
-            request_timeout=self.timeout,
-            details={"backend": self.backend, "model": model, "base_url": self.base_url},
-        )
+        try:
+            result = await call_with_retries(
+                attempt,
+                max_retries=self.max_retries,
+                backoff=self.backoff,
+                error_cls=error_cls,
+                reply_error_cls=reply_error_cls,
+                what=what,
+                request_timeout=self.timeout,
+                details={"backend": self.backend, "model": model, "base_url": self.base_url},
+            )
+        except ProviderError as exc:
+            if reply_error_cls is None or not isinstance(exc, reply_error_cls):  # it answered, just not usably
+                self._reach = _Reach(time.monotonic(), "unreachable", exc.message)
+            raise
+        self._reach = _Reach(time.monotonic(), "ok")
+        return result
+
+    async def reachability(self) -> dict[str, Any]:
+        """`{"status": "ok"}`, or `unreachable` / `down` with the reason: from the last call when it is recent,
+        else from a probe (`GET /models`, at most every `PROBE_SECONDS`, `PROBE_TIMEOUT` seconds at most)."""
+        reach = getattr(self, "_reach", None)
+        if reach is None or time.monotonic() - reach.at > PROBE_SECONDS:
+            reach = self._reach = await self._probe()
+        return {"status": reach.status, **({"reason": reach.reason} if reach.reason else {})}
+
+    async def _probe(self) -> _Reach:
+        try:
+            await self._client.with_options(timeout=PROBE_TIMEOUT, max_retries=0).models.list()
+        except openai.AuthenticationError:
+            return _Reach(time.monotonic(), "down", f"{self.base_url or 'the provider'} refused the API key")
+        except openai.APIStatusError:
+            pass  # it answers HTTP: reachable (servers without a /models route say 404)
+        except (openai.APIConnectionError, httpx.HTTPError) as exc:
+            reason = describe_failure(exc, timeout=PROBE_TIMEOUT)[1]
+            return _Reach(time.monotonic(), "unreachable", f"{self.base_url or 'the provider'}: {reason}")
+        return _Reach(time.monotonic(), "ok")
 
     async def close(self) -> None:
         if self._owns_http_client:

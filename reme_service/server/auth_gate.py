@@ -24,7 +24,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
+OPEN_PATHS = frozenset(
+    {"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+)
+OPEN_PREFIXES = ("/docs/static/",)  # the docs pages' scripts and styles
 
 
 class AuthGate:
@@ -33,7 +36,13 @@ class AuthGate:
         self.access = access
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS or scope.get("method") == "OPTIONS":
+        path = str(scope.get("path", ""))
+        if (
+            scope["type"] != "http"
+            or path in OPEN_PATHS
+            or path.startswith(OPEN_PREFIXES)
+            or scope.get("method") == "OPTIONS"
+        ):
             await self.app(scope, receive, send)
             return
         try:

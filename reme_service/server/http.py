@@ -1,4 +1,6 @@
-"""The HTTP adapter: `POST /<flow>` per flow, `GET /health`, OpenAPI at `/docs`. No logic lives here.
+"""The HTTP adapter: `POST /<flow>` per flow; `GET /health` (200 healthy or degraded, 503 down), `/health/live`,
+`/health/ready`; `GET /metrics` (Prometheus); OpenAPI at `/docs` (offline); MCP at `/mcp` and `/sse` (`mcp.mount`).
+No logic lives here.
 
 Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every other failure is the envelope
 `{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status: see
@@ -11,7 +13,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 import orjson
@@ -27,9 +29,13 @@ from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
+from reme_service.server.docs import install_offline_docs
 from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
+from reme_service.server.mcp import McpEndpoints
+from reme_service.server.observer import RequestObserver
+from reme_service.server.operator_routes import install_operator_routes
 
 logger = logging.getLogger("reme_service.http")
 
@@ -115,20 +121,8 @@ def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
     return openapi
 
 
-def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
-    """Build the FastAPI app. With `manage_lifecycle`, the server's lifespan starts and stops `app`."""
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if manage_lifecycle:
-            await app.start()
-        try:
-            yield
-        finally:
-            if manage_lifecycle:
-                await app.stop()
-
-    api = FastAPI(title="ReMe memory service", version=__version__, lifespan=lifespan)
+def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
+    """Outermost first: RequestObserver > CORS > AuthGate > EdgeGuard > routes."""
     http = app.config.http
     api.add_middleware(
         EdgeGuard,
@@ -140,18 +134,41 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
         ),
     )
     api.add_middleware(AuthGate, access=app.access)  # outside EdgeGuard: a request without a key is not read
-    if app.config.http.cors_origins:
+    if http.cors_origins:
         api.add_middleware(
             CORSMiddleware,
-            allow_origins=app.config.http.cors_origins,
+            allow_origins=http.cors_origins,
             allow_methods=["GET", "POST"],
             allow_headers=["*"],
         )
+    # outermost: every answer, the guards' and the gate's included, is timed, counted and logged
+    api.add_middleware(RequestObserver, metrics=app.metrics, flows=list(app.flows), access_log=http.access_log)
 
-    @api.get("/health", summary="Service health: status of the store and providers")
-    async def health() -> Response:
-        return _json(await app.health())
 
+def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
+    """Build the FastAPI app. With `manage_lifecycle`, the server's lifespan starts and stops `app`."""
+
+    mcp = McpEndpoints(app, ("streamable-http", "sse"), host=app.config.http.host) if app.config.mcp.mount else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await app.start()
+        try:
+            async with mcp.lifespan() if mcp is not None else nullcontext():
+                yield
+        finally:
+            if manage_lifecycle:
+                await app.stop()
+
+    api = FastAPI(title="ReMe memory service", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    http = app.config.http
+    _install_middleware(api, app)
+    install_operator_routes(api, app)
+    install_offline_docs(api)
+
+    if mcp is not None:  # MCP on the same port and process: one owner of the store
+        api.router.routes.extend(mcp.routes)
     for runner in app.flows.values():
         api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]

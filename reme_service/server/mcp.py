@@ -1,6 +1,7 @@
 """The MCP adapter: every flow is a tool (see `mcp_tools.py`), served over stdio, SSE or streamable HTTP.
 
 ```
+reme                                                       # HTTP, with MCP at /mcp and /sse on the same port
 reme backend=mcp mcp.transport=stdio                       # for desktop hosts that spawn the server
 reme backend=mcp mcp.transport=sse mcp.port=8002           # GET /sse, POST /messages/?session_id=...
 reme backend=mcp mcp.transport=streamable-http             # POST /mcp (stateless, JSON replies)
@@ -96,50 +97,70 @@ class _AsgiEndpoint:
         await self._handler(scope, receive, send)
 
 
+class McpEndpoints:
+    """MCP's HTTP transports as routes: SSE (`GET /sse`, `POST /messages/`) and stateless streamable HTTP
+    (`/mcp`). `create_mcp_http_app` serves them alone; the HTTP app mounts both (`mcp.mount`). Whoever serves them
+    runs `lifespan()` while serving (the streamable transport's task group)."""
+
+    def __init__(self, app: ReMeApp, transports: tuple[HttpTransport, ...], *, host: str) -> None:
+        server = build_mcp_server(app)
+        security = _security(host, app.config.mcp.allowed_hosts)
+        self.routes: list[Route | Mount] = []
+        self._session_manager: StreamableHTTPSessionManager | None = None
+        for transport in transports:
+            if transport == "sse":
+                self.routes += _sse_routes(server, security)
+            elif transport in ("streamable-http", "http"):
+                # Stateless, with plain JSON replies: every tool call is one request and one response (no
+                # server-initiated messages), so per-client sessions and SSE streams would only hold state — and
+                # the SDK's SSE mode leaves its memory streams unclosed when a client disconnects.
+                self._session_manager = StreamableHTTPSessionManager(
+                    app=server, json_response=True, stateless=True, security_settings=security
+                )
+                handler = _AsgiEndpoint(self._session_manager.handle_request)
+                self.routes.append(Route("/mcp", handler, methods=["GET", "POST", "DELETE"]))
+            else:
+                raise ValueError(f"unknown MCP HTTP transport {transport!r}; valid: sse, streamable-http")
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        if self._session_manager is None:
+            yield
+            return
+        async with self._session_manager.run():
+            yield
+
+
+def _sse_routes(server: Server[Any, Any], security: TransportSecuritySettings | None) -> list[Route | Mount]:
+    sse = SseServerTransport("/messages/", security_settings=security)
+
+    async def handle_sse(scope: Scope, receive: Receive, send: Send) -> None:
+        async with sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    return [
+        Route("/sse", _AsgiEndpoint(handle_sse), methods=["GET"]),
+        Route("/sse/", _AsgiEndpoint(handle_sse), methods=["GET"]),  # ReMe's examples use the trailing slash
+        Mount("/messages/", sse.handle_post_message),
+    ]
+
+
 def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecycle: bool = True) -> Starlette:
-    """The ASGI app of an HTTP transport. With `manage_lifecycle`, its lifespan starts and stops `app`."""
-    server = build_mcp_server(app)
-    security = _security(app.config.mcp.host, app.config.mcp.allowed_hosts)
-    routes: list[Route | Mount] = []
-    session_manager: StreamableHTTPSessionManager | None = None
-
-    if transport == "sse":
-        sse = SseServerTransport("/messages/", security_settings=security)
-
-        async def handle_sse(scope: Scope, receive: Receive, send: Send) -> None:
-            async with sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-
-        routes += [
-            Route("/sse", _AsgiEndpoint(handle_sse), methods=["GET"]),
-            Route("/sse/", _AsgiEndpoint(handle_sse), methods=["GET"]),  # ReMe's examples use the trailing slash
-            Mount("/messages/", sse.handle_post_message),
-        ]
-    elif transport in ("streamable-http", "http"):
-        # Stateless, with plain JSON replies: every tool call is one request and one response (no server-initiated
-        # messages), so per-client sessions and SSE streams would only hold state — and the SDK's SSE mode leaves
-        # its memory streams unclosed when a client disconnects.
-        session_manager = StreamableHTTPSessionManager(
-            app=server, json_response=True, stateless=True, security_settings=security
-        )
-        routes.append(Route("/mcp", _AsgiEndpoint(session_manager.handle_request), methods=["GET", "POST", "DELETE"]))
-    else:
-        raise ValueError(f"unknown MCP HTTP transport {transport!r}; valid: sse, streamable-http")
+    """The ASGI app of one HTTP transport alone (`backend=mcp`). With `manage_lifecycle`, its lifespan starts and
+    stops `app`."""
+    endpoints = McpEndpoints(app, (transport,), host=app.config.mcp.host)
 
     async def health(_: Request) -> Response:
         return Response(orjson.dumps(await app.health()), media_type="application/json")
 
-    routes.append(Route("/health", health, methods=["GET"]))
+    routes = [*endpoints.routes, Route("/health", health, methods=["GET"])]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if manage_lifecycle:
             await app.start()
         try:
-            if session_manager is not None:
-                async with session_manager.run():
-                    yield
-            else:
+            async with endpoints.lifespan():
                 yield
         finally:
             if manage_lifecycle:
@@ -166,4 +187,5 @@ def run_mcp(app: ReMeApp) -> None:
         port=cfg.port,
         log_level=app.config.log_level.lower(),
         access_log=app.config.http.access_log,
+        log_config=None,  # keep the service's logging (`observe/logs.py`), text or JSON
     )

@@ -44,7 +44,8 @@ def uvicorn_config(app: ReMeApp, *, manage_lifecycle: bool = True) -> uvicorn.Co
         timeout_keep_alive=http.timeout_keep_alive,  # type: ignore[arg-type]  # uvicorn takes float seconds too
         limit_concurrency=None,  # uvicorn's limit counts idle connections and answers plain text; EdgeGuard limits
         timeout_graceful_shutdown=http.shutdown_timeout,  # type: ignore[arg-type]
-        access_log=http.access_log,
+        access_log=False,  # the service logs each request itself (`observer.py`): request id, flow, duration
+        log_config=None,  # keep the service's logging (`observe/logs.py`), text or JSON
         log_level=app.config.log_level.lower(),
     )
 

@@ -36,6 +36,8 @@ from collections.abc import Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from reme_service.observe.metered import STORE_OPERATIONS, meter_methods
+from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
@@ -54,10 +56,17 @@ class VectorStore(ABC):
     """Base class of all backends. Subclasses implement the abstract methods."""
 
     backend: str = "abstract"
+    #: where operations are counted and timed (`observe/metered.py`); set by the app when it starts
+    meter: Meter | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         audit_writes(cls)  # every backend's writes reach the request's audit trail
+        meter_methods(cls, STORE_OPERATIONS)  # and every operation reaches the metrics
+
+    def resident_workspaces(self) -> int | None:
+        """How many workspaces this store holds in memory; None for stores that hold none (servers)."""
+        return None
 
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         self.embedder = embedder
@@ -156,3 +165,6 @@ class VectorStore(ABC):
         if copies:
             await self.upsert(dest, copies)
         return len(copies)
+
+
+meter_methods(VectorStore, STORE_OPERATIONS)  # the operations the base class itself implements

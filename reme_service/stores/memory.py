@@ -372,6 +372,9 @@ class MemoryVectorStore(VectorStore):
                 "vector_store backend memory keeps nothing on disk: params.store_dir (a ReMe setting) is ignored"
             )
 
+    def resident_workspaces(self) -> int | None:
+        return len(self._spaces)
+
     # ----- persistence hooks (no-ops in RAM) -----
 
     async def _load(self, workspace_id: str) -> WorkspaceState | None:

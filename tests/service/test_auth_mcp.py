@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from reme_service.app import ReMeApp
 from reme_service.auth.keyfile import create_key
+from reme_service.server.http import create_http_app
 from reme_service.server.mcp import create_mcp_http_app
 from tests.fakes.serve import serve_in_thread
 
@@ -48,14 +49,16 @@ def result_of(call: Any) -> dict[str, Any]:
     return dict(call.structuredContent or {})
 
 
+@pytest.mark.parametrize("mounted", [False, True], ids=["mcp-alone", "mounted-on-http"])
 @pytest.mark.parametrize("transport", ["sse", "streamable-http"])
-async def test_mcp_over_http_checks_keys_and_workspaces(tmp_path: Path, transport: str) -> None:
+async def test_mcp_over_http_checks_keys_and_workspaces(tmp_path: Path, transport: str, mounted: bool) -> None:
     keys = tmp_path / "data" / "auth" / "keys.json"
     _, alice = create_key(keys, workspaces=["alice"], scope="write")
     _, bob = create_key(keys, workspaces=["bob"], scope="write")
     app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", env={})
     memory = {"when_to_use": "deploying", "content": "alice-only marker 7f3a"}
-    with serve_in_thread(create_mcp_http_app(app, transport)) as base_url:  # type: ignore[arg-type]
+    served: Any = create_http_app(app) if mounted else create_mcp_http_app(app, transport)  # type: ignore[arg-type]
+    with serve_in_thread(served) as base_url:
         path = "/sse" if transport == "sse" else "/mcp"
         async with httpx.AsyncClient(timeout=10) as plain:
             refused = await plain.request("GET" if transport == "sse" else "POST", f"{base_url}{path}", json={})

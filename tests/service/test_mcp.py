@@ -26,8 +26,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from reme_service.app import ReMeApp
+from reme_service.server.http import create_http_app
 from reme_service.server.mcp import create_mcp_http_app
 from tests.fakes.serve import serve_in_thread
+from tests.fakes.service_process import service_process
 
 pytestmark = pytest.mark.service
 
@@ -90,15 +92,21 @@ def _connect_http(base_url: str, transport: str) -> Connect:
     return connect
 
 
-@pytest.fixture(params=["stdio", "sse", "streamable-http"])
+@pytest.fixture(params=["stdio", "sse", "streamable-http", "http+sse", "http+streamable-http"])
 def connect(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Each transport alone (`backend=mcp`), and both mounted on the HTTP service (`http+...`, `mcp.mount`)."""
     transport: str = request.param
     monkeypatch.chdir(tmp_path)
     if transport == "stdio":
         yield _connect_stdio(tmp_path)
         return
     app = ReMeApp(*_app_args(tmp_path), env={})
-    with serve_in_thread(create_mcp_http_app(app, transport)) as base_url:  # type: ignore[arg-type]
+    if transport.startswith("http+"):
+        transport = transport.removeprefix("http+")
+        served: Any = create_http_app(app)
+    else:
+        served = create_mcp_http_app(app, transport)  # type: ignore[arg-type]
+    with serve_in_thread(served) as base_url:
         yield _connect_http(base_url, transport)
 
 
@@ -257,3 +265,33 @@ async def test_sse_at_the_address_every_reme_example_uses(tmp_path: Path, monkey
         async with httpx.AsyncClient(timeout=5) as client:  # a name that does not reach this machine stays refused
             refused = await client.get(f"{base_url}/sse/", headers={"Host": "evil.example:80"})
         assert refused.status_code == 421
+
+
+@pytest.mark.anyio
+async def test_an_mcp_host_uses_the_running_http_service(tmp_path: Path) -> None:
+    """`reme` as started by a user: HTTP and MCP on one port, one process owning the local store — what MCP writes,
+    HTTP reads, and the other way round (two processes on one local store are refused)."""
+    with service_process(tmp_path, *_app_args(tmp_path)) as service:
+        base_url = service.base_url
+        async with _connect_http(base_url, "streamable-http")() as session:
+            stored = await session.call_tool(
+                "vector_store", {"workspace_id": "shared", "action": "insert", "memory_dicts": MEMORIES}
+            )
+            assert stored.isError is False
+        async with httpx.AsyncClient(timeout=30) as http:
+            found = await http.post(
+                f"{base_url}/retrieve_task_memory", json={"workspace_id": "shared", "query": "flight", "top_k": 1}
+            )
+            assert found.json()["metadata"]["memory_list"][0]["when_to_use"] == "book a flight ticket"
+            more = [{"when_to_use": "water the plants", "content": "twice a week"}]
+            r = await http.post(
+                f"{base_url}/vector_store", json={"workspace_id": "shared", "action": "insert", "memory_dicts": more}
+            )
+            assert r.json()["success"] is True
+        async with _connect_http(base_url, "sse")() as session:
+            result = await session.call_tool(
+                "retrieve_task_memory", {"workspace_id": "shared", "query": "plants", "top_k": 1}
+            )
+        assert result.structuredContent is not None
+        assert result.structuredContent["metadata"]["memory_list"][0]["content"] == "twice a week"
+    assert "MCP at /mcp, /sse" in service.log()

@@ -61,6 +61,9 @@ class OpenAICompatibleEmbedding(OpenAIRetryingClient, EmbeddingClient):
     def dimensions(self) -> int:
         return self._dimensions
 
+    async def health(self) -> dict[str, Any]:
+        return {**await super().health(), **await self.reachability()}
+
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         texts = list(texts)
         if not texts:

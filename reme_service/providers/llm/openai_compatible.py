@@ -170,6 +170,9 @@ class OpenAICompatibleLLM(OpenAIRetryingClient, LLMClient):
             model=request["model"],
         )
 
+    async def health(self) -> dict[str, Any]:
+        return {**await self.reachability(), "backend": self.backend, "model": self.model_name}
+
     def _request(
         self,
         messages: Sequence[Message | Mapping[str, Any]],

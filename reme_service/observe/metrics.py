@@ -1,0 +1,109 @@
+"""The service's Prometheus metrics, in a registry of its own (one per app: no process-wide state).
+
+Families (all prefixed `reme_`):
+
+- `http_requests_total{route,method,status}`, `http_request_duration_seconds{route}`: every HTTP request; `route`
+  is the flow name for a flow, the path for the service's other routes, `other` for anything else (unknown paths
+  never create new series);
+- `flow_runs_total{flow,status}`, `flow_run_duration_seconds{flow}`: every flow run, over HTTP, MCP or Python;
+- `llm_calls_total{llm,operation,outcome}` and `llm_calls_duration_seconds{llm,operation}`, the same for
+  `embedding_calls_*{embedding_model,...}` and `store_operations_*{store,...}` (`outcome`: ok, error, cancelled);
+- `resident_workspaces{store}`: workspaces held in memory by stores that hold them;
+- `build_info{version}`, and the process collector's `process_*` (CPU, resident memory, open file descriptors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from reme_service import __version__
+
+ClientKind = Literal["llm", "embedding", "store"]
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Seconds: from a cached embedding (sub-millisecond) to a slow LLM call (a minute).
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_CLIENT_FAMILIES: Mapping[ClientKind, tuple[str, str, str]] = {  # family stem, help, the label naming the client
+    "llm": ("llm_calls", "LLM calls", "llm"),
+    "embedding": ("embedding_calls", "embedding calls", "embedding_model"),
+    "store": ("store_operations", "vector store operations", "store"),
+}
+
+
+@dataclass(frozen=True)
+class Meter:
+    """What a client records its calls with (`metered.py`): one client's slice of its kind's families."""
+
+    name: str
+    total: Counter
+    duration: Histogram
+
+    def observe(self, operation: str, outcome: str, seconds: float) -> None:
+        self.total.labels(self.name, operation, outcome).inc()
+        self.duration.labels(self.name, operation).observe(seconds)
+
+
+class _Resident(Collector):
+    """`reme_resident_workspaces{store}`, read at scrape time from each store that reports it."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, Callable[[], int | None]] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily("reme_resident_workspaces", "workspaces held in memory, by store", labels=["store"])
+        for store, count in self.sources.items():
+            value = count()
+            if value is not None:
+                family.add_metric([store], value)
+        yield family
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        self.http_requests = Counter(
+            "reme_http_requests", "HTTP requests answered", ["route", "method", "status"], registry=reg
+        )
+        self.http_duration = Histogram(
+            "reme_http_request_duration_seconds", "HTTP request time", ["route"], buckets=_BUCKETS, registry=reg
+        )
+        self.flow_runs = Counter("reme_flow_runs", "flow runs (HTTP, MCP and Python)", ["flow", "status"], registry=reg)
+        self.flow_duration = Histogram(
+            "reme_flow_run_duration_seconds", "flow run time", ["flow"], buckets=_BUCKETS, registry=reg
+        )
+        self._clients: dict[ClientKind, tuple[Counter, Histogram]] = {}
+        for kind, (stem, what, label) in _CLIENT_FAMILIES.items():
+            total = Counter(f"reme_{stem}", what, [label, "operation", "outcome"], registry=reg)
+            duration = Histogram(
+                f"reme_{stem}_duration_seconds", f"{what}: time", [label, "operation"], buckets=_BUCKETS, registry=reg
+            )
+            self._clients[kind] = (total, duration)
+        self._resident = _Resident()
+        reg.register(self._resident)
+        Gauge("reme_build_info", "the running version (always 1)", ["version"], registry=reg).labels(__version__).set(1)
+        ProcessCollector(registry=reg)
+
+    def meter(self, kind: ClientKind, name: str) -> Meter:
+        total, duration = self._clients[kind]
+        return Meter(name, total, duration)
+
+    def track_resident(self, store: str, count: Callable[[], int | None]) -> None:
+        self._resident.sources[store] = count
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(route, method, str(status)).inc()
+        self.http_duration.labels(route).observe(seconds)
+
+    def flow_run(self, flow: str, status: int, seconds: float) -> None:
+        self.flow_runs.labels(flow, str(status)).inc()
+        self.flow_duration.labels(flow).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

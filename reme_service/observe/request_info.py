@@ -1,0 +1,13 @@
+"""`RequestInfo`: what the request log line says beyond method, path and status — filled in as the request is
+served (the flow and workspace are known only once the body is read), read when it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    request_id: str
+    flow: str = ""
+    workspace: str = ""

@@ -1,0 +1,106 @@
+"""`RequestObserver`: the outermost ASGI middleware. For every HTTP request it fixes the request id (the client's
+`x-request-id` or a new one, written into the request's headers so every later reader agrees, and into every
+answer's), times the request,
+counts it in the metrics and writes its log line: 5xx at ERROR and 4xx at WARNING always, the rest at INFO when
+`http.access_log` is on. The line carries the request id, method, path, status, duration and — once the app has
+read the body — the flow and workspace (`context_vars.current_request`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from typing import Any
+
+from reme_service.context_vars import current_request
+from reme_service.observe.metrics import Metrics
+from reme_service.observe.request_info import RequestInfo
+from reme_service.server.envelope import request_id_from
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+
+logger = logging.getLogger("reme_service.access")
+
+# Routes other than flows that get a series of their own; every other path is `other`.
+FIXED_ROUTES = frozenset(
+    {"/health", "/health/live", "/health/ready", "/metrics", "/docs", "/openapi.json", "/mcp", "/sse", "/sse/"}
+)
+
+
+class RequestObserver:
+    def __init__(self, app: ASGIApp, metrics: Metrics, flows: Collection[str], *, access_log: bool) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.flows = frozenset(flows)
+        self.access_log = access_log
+
+    def route_of(self, path: str) -> str:
+        name = path[1:]
+        if name in self.flows:
+            return name
+        if path in FIXED_ROUTES or path.startswith("/docs/"):
+            return path if not path.startswith("/docs/") else "/docs/static"
+        if path.startswith("/messages/"):
+            return "/messages/"
+        return "other"
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = list(scope.get("headers", ()))
+        request_id = request_id_from(headers)
+        if not any(name.lower() == b"x-request-id" for name, _ in headers):
+            scope["headers"] = [*headers, (b"x-request-id", request_id.encode("latin-1"))]
+        info = RequestInfo(request_id)
+        token = current_request.set(info)
+        status = 500  # what the client sees when the app fails before answering (the server sends a 500)
+        started = time.perf_counter()
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):  # every answer names its id
+                    message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode("latin-1"))]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            current_request.reset(token)
+            seconds = time.perf_counter() - started
+            method = str(scope.get("method", ""))
+            path = str(scope.get("path", ""))
+            self.metrics.request(self.route_of(path), method, status, seconds)
+            self._log(info, method, path, status, seconds)
+
+    def _log(self, info: RequestInfo, method: str, path: str, status: int, seconds: float) -> None:
+        level = logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO
+        if level == logging.INFO and not self.access_log:
+            return
+        duration_ms = round(seconds * 1000, 2)
+        where = f" flow={info.flow} workspace={info.workspace}" if info.flow else ""
+        logger.log(
+            level,
+            "%s %s %d %.1f ms request_id=%s%s",
+            method,
+            path,
+            status,
+            duration_ms,
+            info.request_id,
+            where,
+            extra={
+                "request_id": info.request_id,
+                "method": method,
+                "path": path,
+                "status": status,
+                "duration_ms": duration_ms,
+                "flow": info.flow or None,
+                "workspace": info.workspace or None,
+            },
+        )
