@@ -283,3 +283,18 @@ async def test_without_an_llm_one_raw_experience_per_trajectory() -> None:
         assert failure["content"].startswith("Outcome: failed (score 0.00)")
         assert success["metadata"]["source"] == "no_llm" and success["metadata"]["tools_used"] == ["search"]
         assert len(await stored(app)) == 2
+
+
+async def test_a_reply_with_a_missing_comma_and_bracket_is_mended_without_asking_again(
+    app: ReMeApp, llm: ScriptedLLM
+) -> None:
+    broken = '```json\n[{"when_to_use": "when booking" "experience": "compare prices first", "confidence": 0.8}\n```'
+    llm.on("SuccessExtractionOp", broken)
+    llm.on("MemoryValidationOp", "{'is_valid': True, 'score': 0.9, 'feedback': 'fine'}")  # Python-style quotes
+    result = await app.async_execute(
+        name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
+    )
+    assert result["success"] is True, result
+    assert [m["content"] for m in result["metadata"]["memory_list"]] == ["compare prices first"]
+    assert len(llm.calls_of("SuccessExtractionOp")) == 1  # mended, not re-asked
+    assert len(llm.calls_of("MemoryValidationOp")) == 1

@@ -64,7 +64,7 @@ def test_commas_inside_strings_are_kept() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "no json here", "{not: json}", "[unclosed", "``` ```", "}{][", "```json\n```"],
+    ["", "   ", "no json here", "[unclosed", "['a', 'b'", "{", "``` ```", "}{][", "```json\n```", "[true, null"],
 )
 def test_garbage_gives_none(text: str) -> None:
     assert extract_json(text) is None
@@ -106,3 +106,19 @@ def test_extract_json_list_unwraps_a_single_list_value() -> None:
 
 def test_non_string_input_gives_none() -> None:
     assert extract_json(None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{not: json}", {"not": "json"}),  # unquoted keys and values
+        ("{'when_to_use': 'x', 'content': 'y'}", {"when_to_use": "x", "content": "y"}),  # single quotes
+        ('{"when_to_use": "x" "content": "y"}', {"when_to_use": "x", "content": "y"}),  # a missing comma
+        ('```json\n[{"a": 1}, {"a": 2}\n```', [{"a": 1}, {"a": 2}]),  # a missing bracket
+        ('Sure:\n{"score": 0.8, "keep": True, "note": None}', {"score": 0.8, "keep": True, "note": None}),
+        ('[{"a": 1}, {"a": 2}, {"a": 3, "b"', [{"a": 1}, {"a": 2}, {"a": 3}]),  # cut short
+        ("[3, 1, 2", [3, 1, 2]),
+    ],
+)
+def test_malformed_json_is_repaired_when_it_has_structure(text: str, expected: object) -> None:
+    assert extract_json(text) == expected

@@ -10,8 +10,15 @@ first candidate that parses:
    inside JSON strings; once a group parses, the scan resumes after it (its inner groups are not candidates).
 
 Parsing is `json.loads(strict=False)` (raw newlines and tabs inside strings are accepted), and a candidate that
-fails is tried once more with trailing commas removed (`[1, 2,]`, `{"a": 1,}`). Nothing that does not parse is
-ever returned: the answer is `None` instead.
+fails is tried once more with trailing commas removed (`[1, 2,]`, `{"a": 1,}`).
+
+5. when nothing parses, the text from the first bracket (of the first ```` ```json ```` fence, else of the first
+   fence, else of the whole text) is given to `json_repair` — before step 4 when that value never closes and
+   nothing follows it (a reply cut short: the mended whole beats a piece of it). It mends what LLMs get wrong:
+   missing commas or closing brackets, single or curly quotes, unquoted keys, comments, Python's `True`/`None`.
+   Its result counts only when it has structure — a non-empty object, or a non-empty array of objects, arrays
+   or numbers — so prose is never turned into a value; otherwise `None`.
+   (`cookbook/bench/llm_json_replies.py` measures how many malformed replies this saves a second LLM call.)
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import json_repair
+
 __all__ = ["extract_json", "extract_json_list", "extract_json_object"]
 
 # An opening fence, its optional info string, the body, then a closing fence or the end of the text (a reply cut
@@ -29,9 +38,9 @@ _FENCE_RE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _CLOSERS = {"{": "}", "[": "]"}
 
 
-def extract_json(text: str) -> Any | None:
+def extract_json(text: str, *, repair: bool = True) -> Any | None:
     """The first JSON value found in `text` (see the module docstring for the order), or None."""
-    return next(_candidates(text), None)
+    return next(_candidates(text, repair=repair), None)
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
@@ -56,7 +65,7 @@ def extract_json_list(text: str, *, unwrap: bool = True) -> list[Any] | None:
     return None
 
 
-def _candidates(text: str) -> Iterator[Any]:
+def _candidates(text: str, *, repair: bool = True) -> Iterator[Any]:
     """Every parsable candidate, in priority order (lazily: later steps run only when asked for)."""
     if not isinstance(text, str) or not text.strip():
         return
@@ -70,7 +79,30 @@ def _candidates(text: str) -> Iterator[Any]:
     ok, value = _parse(text)
     if ok:
         yield value
+    tagged = [body for tag, body in fences if tag == "json"]
+    source = (tagged or [body for _, body in fences] or [text])[0]
+    starts = [pos for pos in (source.find("{"), source.find("[")) if pos >= 0]
+    # its value never closes and nothing but a closing fence follows it: a reply cut short, or a bracket left out
+    last = text.rstrip().removesuffix("```").rstrip()
+    cut_short = repair and bool(starts) and _match(source, min(starts)) is None and last.endswith(source.rstrip())
+    if cut_short:  # mend the whole rather than return a piece of it
+        yield from _repaired(source[min(starts) :])
     yield from _balanced_values(text)
+    if repair and starts and not cut_short:
+        yield from _repaired(source[min(starts) :])
+
+
+def _repaired(fragment: str) -> Iterator[Any]:
+    """`json_repair`'s reading of `fragment`, when it has structure (module docstring, 5)."""
+    try:
+        value = json_repair.loads(fragment)
+    except (ValueError, RecursionError):
+        return
+    structured = (dict, list, int, float)
+    if (isinstance(value, dict) and value) or (
+        isinstance(value, list) and value and all(isinstance(v, structured) and not isinstance(v, bool) for v in value)
+    ):
+        yield value
 
 
 def _parse(fragment: str) -> tuple[bool, Any]:
