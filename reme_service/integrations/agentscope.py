@@ -1,4 +1,5 @@
-"""AgentScope 1.x long-term memory backed by this service over HTTP (`pip install "reme-service[agentscope]"`).
+"""AgentScope 1.x long-term memory backed by this service over HTTP (the `agentscope` extra:
+`pip install -e ".[agentscope]"`).
 
 ```python
 from agentscope.agent import ReActAgent

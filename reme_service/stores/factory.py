@@ -96,7 +96,8 @@ def _create_server_store(
         return ElasticsearchVectorStore(parsed, embedder=embedder)
     except ImportError as exc:
         raise ConfigError(
-            f"vector store backend {name!r} needs the {name!r} extra: pip install 'reme-service[{name}]' ({exc})",
+            f"vector store backend {name!r} needs the {name!r} extra: pip install -e '.[{name}]' in the checkout "
+            f"(or the wheel with [{name}]) ({exc})",
             details={"backend": name},
         ) from exc
 
