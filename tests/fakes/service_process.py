@@ -81,3 +81,18 @@ def service_process(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> 
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wait_ready(process: subprocess.Popen[str], base_url: str, *, limit: float = 60.0) -> None:
+    """Wait until a service started by the test answers `/health/ready` with 200; fail with its stderr if it exits."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            if httpx.get(f"{base_url}/health/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None:
+            raise AssertionError(f"the service exited with {process.returncode}: {process.communicate()[1]}")
+        assert time.monotonic() < deadline, f"{base_url} not ready after {limit:g} s"
+        time.sleep(0.05)  # the polling interval

@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conditions import until_sync
-from tests.fakes.service_process import free_port
+from tests.fakes.service_process import free_port, wait_ready
 
 pytestmark = pytest.mark.packaging
 
@@ -64,15 +63,7 @@ def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_pa
     proc = subprocess.Popen([installed / "reme"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{base}/health/ready", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                return False
-
-        until_sync(ready, limit=120)
+        wait_ready(proc, base, limit=120)
         health = httpx.get(f"{base}/health").json()
         assert health["embedding_model"]["default"]["backend"] == "local"  # MiniLM from the weights package
         memories = [

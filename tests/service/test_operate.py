@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reme_service.auth.keyfile import create_key
 from tests.conditions import until_sync
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.service_process import free_port, service_process
+from tests.fakes.service_process import free_port, service_process, wait_ready
 from tests.service.conftest import ServeFn
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]
@@ -201,15 +201,7 @@ def test_a_container_configured_by_environment_alone(tmp_path: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/health/ready", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                return False
-
-        until_sync(up, limit=60)
+        wait_ready(proc, base)
         health = httpx.get(f"{base}/health").json()
         assert health["vector_store"]["default"]["backend"] == "local"
         assert health["embedding_model"]["default"]["backend"] == "hash"
