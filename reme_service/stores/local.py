@@ -22,6 +22,10 @@ Open files: a log is appended to through an `O_APPEND` descriptor kept open betw
 closed first). Every append is fsynced before it returns, so closing a descriptor loses nothing; a closed log is
 reopened, in append mode, by its next write.
 
+RAM: workspaces load lazily on first use and stay while the store's estimated resident bytes are within
+`max_resident_mb`; past it, idle workspaces leave RAM, least recently used first (`ResidentSet`, `_touch`), and load
+again from their snapshot and log on their next use.
+
 Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
 scans file names. All file I/O runs in worker threads, under the workspace's write lock.
@@ -61,6 +65,7 @@ from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
+from reme_service.stores.resident import ResidentSet
 from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 T = TypeVar("T")
@@ -361,6 +366,9 @@ class LocalVectorStore(MemoryVectorStore):
         self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
         self._handles = _Handles(params.max_open_files)
+        budget = None if params.max_resident_mb is None else int(params.max_resident_mb * 2**20)
+        self._resident = ResidentSet(budget)
+        self.evictions = 0
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
 
@@ -386,6 +394,33 @@ class LocalVectorStore(MemoryVectorStore):
             self._dir_lock = _lock_dir(self.store_dir)
         for leftover in self.store_dir.glob(f"*{TMP_SUFFIX}"):
             leftover.unlink(missing_ok=True)
+
+    # ----- what stays in RAM -----
+
+    def resident_workspaces(self) -> int | None:
+        return len(self._spaces)
+
+    def _touch(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Note the use, then let idle workspaces go, least recently used first, while over the budget. Runs on the
+        event loop without awaiting, so nothing else starts on a workspace while it is looked at. A workspace whose
+        write lock is held (a write, a load or a compaction under way) stays; readers already running keep the state
+        they hold. Everything resident is on disk (the log is written before RAM changes), so nothing is lost."""
+        resident = self._resident
+        resident.touch(workspace_id, state)
+        if not resident.over_budget():
+            return
+        for other in resident.oldest_first():
+            if not resident.over_budget():
+                return
+            lock = self._write_locks.get(other)
+            if other == workspace_id or (lock is not None and lock.locked()):
+                continue
+            self._spaces.pop(other, None)
+            resident.forget(other)
+            wal = self._wals.pop(other, None)
+            if wal is not None:
+                self._handles.close(wal)
+            self.evictions += 1
 
     async def health(self) -> dict[str, Any]:
         # no paths here: /health is open, and the server's disk layout is nobody else's business
@@ -457,6 +492,7 @@ class LocalVectorStore(MemoryVectorStore):
             logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
 
     async def _persist_drop(self, workspace_id: str) -> bool:
+        self._resident.forget(workspace_id)
         return await self._io(self._remove_files, workspace_id, self._wals.pop(workspace_id, None))
 
     def _remove_files(self, workspace_id: str, wal: _Wal | None) -> bool:
@@ -497,6 +533,7 @@ class LocalVectorStore(MemoryVectorStore):
         await self._io(_append, wal, self._handles, encode)
 
     async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+        self._touch(workspace_id, state)  # its size changed
         wal = self._wals[workspace_id]
         if wal.records >= self.compact_after_records or wal.size >= self.compact_after_bytes:
             try:

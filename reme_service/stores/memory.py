@@ -416,15 +416,23 @@ class MemoryVectorStore(VectorStore):
                 await self._persist_create(workspace_id, state)
             if state is not None:
                 self._spaces[workspace_id] = state
+        if state is not None:
+            self._touch(workspace_id, state)
         return state
 
     async def _get(self, workspace_id: str) -> WorkspaceState | None:
         """The workspace's state for a read, loading it if needed; None when it does not exist."""
         state = self._spaces.get(workspace_id)
-        if state is not None or not await self._exists_persisted(workspace_id):
-            return state  # (an unknown id gets no lock: reads of made-up ids must not grow `_write_locks`)
+        if state is not None:
+            self._touch(workspace_id, state)
+            return state
+        if not await self._exists_persisted(workspace_id):
+            return None  # (an unknown id gets no lock: reads of made-up ids must not grow `_write_locks`)
         async with self._write_lock(workspace_id):
             return await self._open(workspace_id, create=False)
+
+    def _touch(self, workspace_id: str, state: WorkspaceState) -> None:
+        """`workspace_id` is being used (hook: a persistent store may let idle workspaces leave RAM)."""
 
     async def _prepare(self, workspace_id: str, nodes: Sequence[VectorNode], dim: int | None) -> Batch:
         """Validate, embed (one call) and normalise `nodes` against dimension `dim` (None: the first fixes it)."""
@@ -528,6 +536,7 @@ class MemoryVectorStore(VectorStore):
         async with self._write_lock(workspace_id):
             await self._persist_replace(workspace_id, state)
             self._spaces[workspace_id] = state  # readers still running keep the old state
+            self._touch(workspace_id, state)
         return state.size
 
     # ----- reads -----

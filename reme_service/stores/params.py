@@ -32,6 +32,9 @@ class LocalStoreParams(BaseModel):
     compact_after_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     # write-ahead logs kept open between writes, whatever the number of workspaces (least recently used closed)
     max_open_files: int = Field(default=128, ge=1)
+    # workspaces held in RAM past this many MiB (estimated) leave it, least recently used first, when idle; they
+    # load again on their next use. None: all stay (the budget is per store)
+    max_resident_mb: float | None = Field(default=1024, gt=0)
 
 
 class ChromaStoreParams(BaseModel):

@@ -70,6 +70,18 @@ class TestLocalStoreCompactingOften(StoreContract):
         await store.close()
 
 
+class TestLocalStoreEvictingEverything(StoreContract):
+    """The whole contract again with a RAM budget so small that every idle workspace leaves RAM at once."""
+
+    MID_WRITE = TestLocalStore.MID_WRITE
+
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
+        store = LocalVectorStore(LocalStoreParams(store_dir=tmp_path / "vs", max_resident_mb=1e-6), embedder=embedder)
+        yield store
+        await store.close()
+
+
 def open_store(path: Path, **options: Any) -> LocalVectorStore:
     return LocalVectorStore(LocalStoreParams(store_dir=path, **options), embedder=HashEmbeddingClient(dimensions=DIM))
 
@@ -472,3 +484,45 @@ async def test_a_store_dir_belongs_to_one_process_at_a_time(tmp_path: Path) -> N
     await first.close()
     await second.start()  # free once the first store is closed (or its process is gone)
     await second.close()
+
+
+async def test_idle_workspaces_leave_ram_past_the_budget_and_come_back_whole(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "vs", max_resident_mb=0.05)  # ~50 KiB: a handful of 40-node workspaces
+    names = [f"ws{i}" for i in range(30)]
+    try:
+        for name in names:
+            await store.upsert(name, [make_node(f"{name}-{j}", f"text {j} of {name}") for j in range(40)])
+        assert store.evictions > 0
+        assert store.resident_workspaces() is not None and store.resident_workspaces() < len(names)  # type: ignore[operator]
+        assert store._resident.total <= 0.05 * 2**20 or store.resident_workspaces() == 1
+        for name in names:  # every workspace answers in full, loaded again where it had left
+            nodes = await store.list_nodes(name)
+            assert sorted(n.unique_id for n in nodes) == sorted(f"{name}-{j}" for j in range(40))
+            hits = await store.search(name, f"text 7 of {name}", top_k=1)
+            assert hits[0].node.unique_id == f"{name}-7"
+        await store.delete_ids("ws0", ["ws0-1"])  # writes to a workspace that had left RAM are kept
+        await store.upsert("ws1", [make_node("ws1-new", "a new one")])
+    finally:
+        await store.close()
+    reopened = open_store(tmp_path / "vs")
+    try:
+        assert len(await reopened.list_nodes("ws0")) == 39
+        assert len(await reopened.list_nodes("ws1")) == 41
+        assert await reopened.list_workspaces() == sorted(names)
+    finally:
+        await reopened.close()
+
+
+async def test_a_workspace_being_written_is_never_let_go(tmp_path: Path) -> None:
+    """Eviction skips a workspace whose write lock is held: its log and state stay as the writer left them."""
+    store = open_store(tmp_path / "vs", max_resident_mb=1e-6)
+    try:
+        await store.upsert("busy", [make_node("a", "alpha")])
+        async with store._write_lock("busy"):
+            await store.upsert("other", [make_node("b", "beta")])  # over budget: "busy" is idle-looking but locked
+            assert "busy" in store._spaces
+        await store.upsert("other", [make_node("c", "gamma")])
+        assert "busy" not in store._spaces  # unlocked: it goes
+        assert [n.unique_id for n in await store.list_nodes("busy")] == ["a"]
+    finally:
+        await store.close()

@@ -1,0 +1,66 @@
+"""`ResidentSet`: which workspaces a persistent in-process store holds in RAM, least recently used first, with each
+one's estimated size, so that the store can let idle ones go when the total passes its budget.
+
+The estimate (`footprint`) is the vector matrix's bytes plus the node count times the measured size of a sample of
+nodes (the objects, their texts, their metadata bytes and their place in the id index): exact for the matrix, close
+for the rest, and cheap — recomputed only when a workspace's size changes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from reme_service.stores.memory import WorkspaceState
+
+SAMPLE_NODES = 64
+INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slot) and the `nodes` list slot
+
+
+def footprint(state: WorkspaceState) -> int:
+    """Estimated bytes `state` holds (module docstring)."""
+    size = state.size
+    if not size:
+        return int(state.matrix.nbytes)
+    step = max(1, size // SAMPLE_NODES)
+    sample = state.nodes[::step][:SAMPLE_NODES]
+    per_node = sum(
+        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta)
+        for n in sample
+    ) / len(sample)
+    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES))
+
+
+class ResidentSet:
+    """Estimated bytes per resident workspace, least recently used first; `total` is their sum."""
+
+    def __init__(self, budget_bytes: int | None) -> None:
+        self.budget_bytes = budget_bytes
+        self.total = 0
+        self._sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # id -> (state id, rows, bytes)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def touch(self, workspace_id: str, state: WorkspaceState) -> None:
+        """`workspace_id` was just used; its size is re-estimated when its state or row count changed."""
+        known = self._sizes.get(workspace_id)
+        if known is not None and known[0] == id(state) and known[1] == state.size:
+            self._sizes.move_to_end(workspace_id)
+            return
+        nbytes = footprint(state)
+        self.total += nbytes - (known[2] if known is not None else 0)
+        self._sizes[workspace_id] = (id(state), state.size, nbytes)
+        self._sizes.move_to_end(workspace_id)
+
+    def forget(self, workspace_id: str) -> None:
+        known = self._sizes.pop(workspace_id, None)
+        if known is not None:
+            self.total -= known[2]
+
+    def over_budget(self) -> bool:
+        return self.budget_bytes is not None and self.total > self.budget_bytes
+
+    def oldest_first(self) -> Iterator[str]:
+        return iter(list(self._sizes))
