@@ -10,6 +10,7 @@ async with ReMeApp("vector_store.default.backend=memory") as app:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from reme_service import __version__
@@ -26,7 +28,7 @@ from reme_service.audit.record import AuditRecord
 from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
 from reme_service.auth.caller import TRUSTED
-from reme_service.auth.policy import needed_scope
+from reme_service.auth.policy import authorize, needed_scope
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.context_vars import current_caller, current_request, current_trail
@@ -37,6 +39,9 @@ from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
+from reme_service.jobs.files import JobFiles
+from reme_service.jobs.queue import JobQueue
+from reme_service.jobs.record import Job
 from reme_service.observe.metrics import Metrics
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
@@ -46,6 +51,7 @@ from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
 from reme_service.stores.factory import create_store, parse_store_params
+from reme_service.stores.workspace_ids import validate_workspace_id
 
 KEY_USE_FLUSH_SECONDS = 5.0
 
@@ -101,6 +107,9 @@ class ReMeApp:
         audit_dir = Path(audit.dir).expanduser().resolve() if audit.dir else self.data_dir / "audit"
         self.audit_log = AuditLog(audit_dir) if audit.enabled else None
         self.metrics = Metrics()
+        jobs = self.config.jobs
+        jobs_dir = Path(jobs.dir).expanduser().resolve() if jobs.dir else self.data_dir / "jobs"
+        self.jobs = JobQueue(jobs, JobFiles(jobs_dir), self._run_job)
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -175,6 +184,7 @@ class ReMeApp:
         self._context_factory = ServiceContextFactory(services)
         self._flusher = asyncio.create_task(self._flush_key_use(), name="reme-key-use")
         self._started = True
+        await self.jobs.start()  # queued jobs run again now that the flows can
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
             len(self.flows),
@@ -197,6 +207,7 @@ class ReMeApp:
         if not self._started or self.services is None:
             return
         services = self.services
+        await self.jobs.stop()  # a running job stays `running` on disk: it runs again at the next start
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
@@ -264,6 +275,38 @@ class ReMeApp:
         held = [response]  # the last reference: the model is dumped, and freed, in the worker thread
         del response
         return 200, await asyncio.to_thread(_dump_releasing, held)
+
+    async def submit_job(
+        self, runner: FlowRunner[ServiceContext], request: BaseModel, *, idempotency_key: str | None
+    ) -> tuple[Job, bool]:
+        """Queue `request` as a background job (`jobs/`): checked now as the flow would check it (workspace id,
+        the caller's rights), run later with the caller's rights. Returns the job and whether it was already known
+        by `idempotency_key`."""
+        caller = current_caller.get() or TRUSTED
+        workspace_id = validate_workspace_id(getattr(request, "workspace_id", "") or self.config.default_workspace)
+        authorize(caller, runner.name, self.config.flow[runner.name], request, workspace_id)
+        body = request.model_dump(mode="json", exclude={"run_async"})
+        digest = hashlib.sha256(orjson.dumps([runner.name, body], option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return await self.jobs.submit(
+            flow=runner.name,
+            workspace_id=workspace_id,
+            request=body,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            body_hash=digest,
+        )
+
+    async def _run_job(self, job: Job) -> tuple[int, dict[str, Any]]:
+        """Run a job's flow as its submitter (`jobs.queue.JobQueue` calls this)."""
+        runner = self.flows.get(job.flow)
+        if runner is None:
+            return 404, error_envelope(NotFoundError(f"flow {job.flow!r} is no longer served"), job.job_id)
+        request = runner.request_model.model_validate(job.request)
+        token = current_caller.set(job.caller)
+        try:
+            return await self.run_validated(runner, request, job.job_id)
+        finally:
+            current_caller.reset(token)
 
     async def _audit(
         self, flow: str, request: BaseModel, request_id: str, trail: AuditTrail, error_code: str | None

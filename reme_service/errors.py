@@ -187,6 +187,13 @@ class NotFoundError(ReMeError):
     status = 404
 
 
+class ConflictError(ReMeError):
+    """The request contradicts what is already there (an idempotency key reused with another body)."""
+
+    code = "conflict"
+    status = 409
+
+
 class ProviderError(ReMeError):
     """An LLM or embedding provider failed after its retries."""
 

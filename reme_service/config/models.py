@@ -120,6 +120,9 @@ class FlowConfig(_Strict):
     read_when: dict[str, list[str]] = Field(
         default_factory=dict, description="a write flow is a read when request field F is one of these values"
     )
+    background: bool = Field(
+        default=False, description='HTTP requests may ask to run it as a job ("async": true → 202 and a job id)'
+    )
 
 
 class RateLimitConfig(_Strict):
@@ -145,6 +148,18 @@ class AuthConfig(_Strict):
     keys_file: str = Field(default="", description="empty = <data_dir>/auth/keys.json; share one between processes")
     reload_seconds: float = Field(default=1.0, gt=0, le=60, description="how often the key file is checked")
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
+
+
+class JobsConfig(_Strict):
+    """Flows run in the background (`"async": true` on flows declared `background`): docs/jobs.md."""
+
+    workers: int = Field(default=4, ge=1, le=256, description="jobs running at once, over all workspaces")
+    per_workspace: int = Field(default=1, ge=1, description="jobs of one workspace running at once")
+    max_queued: int = Field(default=10_000, ge=1, description="jobs waiting at most; past it a submission gets 503")
+    keep_hours: float = Field(
+        default=24.0, gt=0, description="finished jobs, and the Idempotency-Key of every job, are kept this long"
+    )
+    dir: str = Field(default="", description="empty = <data_dir>/jobs")
 
 
 class AppConfig(_Strict):
@@ -174,6 +189,7 @@ class AppConfig(_Strict):
     mcp: McpConfig = Field(default_factory=McpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

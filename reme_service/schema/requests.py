@@ -115,6 +115,18 @@ def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
     return _SCALARS[spec.type]
 
 
+class BackgroundFlowRequest(FlowRequest):
+    """The base of flows declared `background`: `"async": true` asks for a job (HTTP only; docs/jobs.md)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    run_async: bool = Field(
+        default=False,
+        alias="async",
+        description="HTTP: answer 202 at once with a job id (GET /jobs/{job_id} gives the result) instead of waiting",
+    )
+
+
 def build_request_model(
     flow_name: str, flow: FlowConfig, item_schemas: Mapping[str, Any] | None = None
 ) -> type[FlowRequest]:
@@ -137,4 +149,5 @@ def build_request_model(
         else:
             fields[name] = (annotation | None, Field(default=spec.default, **constraints))
     model_name = "".join(part.capitalize() for part in flow_name.split("_")) + "Request"
-    return create_model(model_name, __base__=FlowRequest, **fields)
+    base = BackgroundFlowRequest if flow.background else FlowRequest
+    return create_model(model_name, __base__=base, **fields)

@@ -33,6 +33,7 @@ from reme_service.server.docs import install_offline_docs
 from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
+from reme_service.server.job_routes import accept_job, install_job_routes
 from reme_service.server.mcp import McpEndpoints
 from reme_service.server.observer import RequestObserver
 from reme_service.server.operator_routes import install_operator_routes
@@ -56,6 +57,8 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
         request_id = _request_id(request)
         raw = await request.body()
         body = await decode_body(raw, runner.request_model, offload_bytes=offload_bytes)
+        if getattr(body, "run_async", False):  # a background flow asked to run as a job
+            return await accept_job(app, runner, body, request)
         if len(raw) <= offload_bytes:
             status, payload = await app.run_validated(runner, body, request_id)
             content = orjson.dumps(payload)
@@ -94,11 +97,15 @@ def _documented_endpoint(runner: FlowRunner) -> Callable[..., Awaitable[Response
 
 
 def _flow_route(runner: FlowRunner) -> dict[str, Any]:
+    responses: dict[int | str, Any] = {200: {"model": FlowResponse, "description": "the response envelope"}}
+    if "run_async" in runner.request_model.model_fields:  # a background flow (server/job_routes.py)
+        responses[202] = {"description": '"async": true: accepted as a job; metadata.job_id, then GET /jobs/{job_id}'}
+        responses[409] = {"description": "the Idempotency-Key was used with another request (`conflict`)"}
     return {
         "methods": ["POST"],
         "summary": runner.description or runner.name,
         "response_class": Response,
-        "responses": {200: {"model": FlowResponse, "description": "the response envelope"}, **FLOW_ERROR_RESPONSES},
+        "responses": {**responses, **FLOW_ERROR_RESPONSES},
         "name": runner.name,
     }
 
@@ -165,6 +172,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
     http = app.config.http
     _install_middleware(api, app)
     install_operator_routes(api, app)
+    install_job_routes(api, app)
     install_offline_docs(api)
 
     if mcp is not None:  # MCP on the same port and process: one owner of the store

@@ -45,6 +45,8 @@ class RequestObserver:
             return path if not path.startswith("/docs/") else "/docs/static"
         if path.startswith("/messages/"):
             return "/messages/"
+        if path.startswith("/jobs/"):
+            return "/jobs/{job_id}"
         return "other"
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:

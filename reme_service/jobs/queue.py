@@ -1,0 +1,205 @@
+"""`JobQueue`: accepts jobs, runs them in submission order — at most `jobs.workers` at once and
+`jobs.per_workspace` per workspace — and keeps them on disk (`files.JobFiles`) through every change of state.
+
+Restart: queued jobs run again in their order; a job that was running when the process stopped runs once more
+(the flows write memories in one store call at their end, so a second run writes them once), and fails if it is
+interrupted again. An `Idempotency-Key` is remembered per API key for `jobs.keep_hours`: the same key with the same
+body gives the same job, with another body a 409. Finished jobs are forgotten after `jobs.keep_hours`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from reme_service.auth.caller import Caller
+from reme_service.config.models import JobsConfig
+from reme_service.errors import ConflictError, OverloadedError, ReMeError, error_envelope
+from reme_service.jobs.files import JobFiles
+from reme_service.jobs.record import MAX_ATTEMPTS, Job, now
+
+logger = logging.getLogger("reme_service.jobs")
+
+Execute = Callable[[Job], Awaitable[tuple[int, dict[str, Any]]]]
+PRUNE_SECONDS = 600.0
+MAX_WAIT_SECONDS = 60.0
+
+
+class JobQueue:
+    def __init__(self, config: JobsConfig, files: JobFiles, execute: Execute) -> None:
+        self.config = config
+        self.files = files
+        self._execute = execute
+        self._jobs: dict[str, Job] = {}
+        self._queue: deque[str] = deque()
+        self._running: Counter[str] = Counter()  # workspace -> jobs running
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._finished: dict[str, asyncio.Event] = {}
+        self._by_key: dict[tuple[str | None, str], str] = {}
+        self._pruner: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        jobs = await asyncio.to_thread(self.files.load_all)
+        for job in jobs:
+            if job.status == "running":  # the process stopped while it ran (not yet visible: no race)
+                job.status = "queued" if job.attempts < MAX_ATTEMPTS else "failed"
+                if job.status == "failed":
+                    job.finished_at = now()
+                    job.http_status = 500
+                    job.result = _failure(job, "the job was interrupted by a restart twice; it was not run again")
+                await asyncio.to_thread(self.files.save, job)
+            self._remember(job)
+            if job.status == "queued":
+                self._queue.append(job.job_id)
+        if jobs:
+            logger.info("jobs: %d on disk, %d to run", len(jobs), len(self._queue))
+        await self._prune()
+        self._pruner = asyncio.create_task(self._prune_every(), name="reme-jobs-prune")
+        self._dispatch()
+
+    async def stop(self) -> None:
+        """Stop running jobs (they stay `running` on disk and run again at the next start)."""
+        self._stopping = True
+        if self._pruner is not None:
+            self._pruner.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, *([self._pruner] if self._pruner else []), return_exceptions=True)
+        self._pruner = None
+
+    # -- submitting and reading ---------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        *,
+        flow: str,
+        workspace_id: str,
+        request: dict[str, Any],
+        caller: Caller,
+        idempotency_key: str | None,
+        body_hash: str,
+    ) -> tuple[Job, bool]:
+        """The new job, queued and on disk; or, for a known `idempotency_key`, the job it named (True)."""
+        if idempotency_key is not None:
+            known = self._jobs.get(self._by_key.get((caller.key_id, idempotency_key), ""))
+            if known is not None:
+                if known.body_hash != body_hash or known.flow != flow:
+                    raise ConflictError(
+                        "this Idempotency-Key was used with another request; use a new key for a new request"
+                    )
+                return known, True
+        queued = sum(1 for job_id in self._queue if job_id in self._jobs)
+        if queued >= self.config.max_queued:
+            raise OverloadedError(f"{queued} jobs are waiting (jobs.max_queued); retry later")
+        job = Job(
+            job_id=f"job_{uuid.uuid4().hex}",
+            flow=flow,
+            workspace_id=workspace_id,
+            request=request,
+            caller=caller,
+            idempotency_key=idempotency_key,
+            body_hash=body_hash,
+        )
+        await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
+        self._remember(job)
+        self._queue.append(job.job_id)
+        self._dispatch()
+        return job, False
+
+    def get(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    async def wait(self, job_id: str, seconds: float) -> Job | None:
+        """The job once finished, or as it is after `seconds` (at most `MAX_WAIT_SECONDS`)."""
+        job = self._jobs.get(job_id)
+        if job is None or job.finished or seconds <= 0:
+            return job
+        event = self._finished.setdefault(job_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), min(seconds, MAX_WAIT_SECONDS))
+        except TimeoutError:
+            pass
+        return self._jobs.get(job_id)
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    def _remember(self, job: Job) -> None:
+        self._jobs[job.job_id] = job
+        if job.idempotency_key is not None:
+            self._by_key[(job.caller.key_id, job.idempotency_key)] = job.job_id
+
+    def _dispatch(self) -> None:
+        """Start queued jobs, oldest first, while there are free workers and their workspace has room."""
+        skipped: list[str] = []
+        while not self._stopping and self._queue and len(self._tasks) < self.config.workers:
+            job_id = self._queue.popleft()
+            job = self._jobs.get(job_id)
+            if job is None or job.status != "queued":
+                continue
+            if self._running[job.workspace_id] >= self.config.per_workspace:
+                skipped.append(job_id)
+                continue
+            self._running[job.workspace_id] += 1
+            task = asyncio.create_task(self._run(job), name=f"reme-{job_id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._queue.extendleft(reversed(skipped))
+
+    async def _record(self, job: Job, **changes: Any) -> Job:
+        """The job with `changes`, on disk first, then what readers see (a state is never shown before it is
+        durable: a job seen `done` cannot run again after a crash)."""
+        changed = job.model_copy(update=changes)
+        await asyncio.to_thread(self.files.save, changed)
+        self._jobs[job.job_id] = changed
+        return changed
+
+    async def _run(self, job: Job) -> None:
+        try:
+            job = await self._record(job, status="running", started_at=now(), attempts=job.attempts + 1)
+            try:
+                status, payload = await self._execute(job)
+            except Exception as exc:  # noqa: BLE001 - a job that breaks is recorded, never lost
+                logger.exception("job %s (%s) failed unexpectedly", job.job_id, job.flow)
+                status, payload = 500, _failure(job, f"internal error ({type(exc).__name__})")
+            outcome = "done" if status == 200 else "failed"
+            job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
+            event = self._finished.pop(job.job_id, None)
+            if event is not None:
+                event.set()
+        finally:
+            self._running[job.workspace_id] -= 1
+            if self._running[job.workspace_id] <= 0:
+                del self._running[job.workspace_id]
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)
+            self._dispatch()
+
+    # -- forgetting ---------------------------------------------------------------------------------------
+
+    async def _prune_every(self) -> None:
+        while True:
+            await asyncio.sleep(PRUNE_SECONDS)
+            await self._prune()
+
+    async def _prune(self) -> None:
+        cutoff = now() - timedelta(hours=self.config.keep_hours)
+        old = [j for j in self._jobs.values() if j.finished and j.finished_at is not None and j.finished_at < cutoff]
+        for job in old:
+            await asyncio.to_thread(self.files.remove, job.job_id)
+            del self._jobs[job.job_id]
+            if job.idempotency_key is not None:
+                self._by_key.pop((job.caller.key_id, job.idempotency_key), None)
+
+
+def _failure(job: Job, message: str) -> dict[str, Any]:
+    return error_envelope(ReMeError(message), job.job_id)

@@ -1,0 +1,59 @@
+"""`Job`: one background flow run, as persisted and as `GET /jobs/{job_id}` shows it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from reme_service.auth.caller import Caller
+
+JobStatus = Literal["queued", "running", "done", "failed"]
+MAX_ATTEMPTS = 2  # a job a restart interrupted runs once more; interrupted again, it fails
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Job(BaseModel):
+    job_id: str
+    flow: str
+    workspace_id: str
+    status: JobStatus = "queued"
+    request: dict[str, Any] = Field(description="the validated request, as the flow received it")
+    caller: Caller = Field(description="who submitted it: the job runs with that key's rights")
+    idempotency_key: str | None = None
+    body_hash: str = ""
+    attempts: int = 0
+    queued_at: datetime = Field(default_factory=now)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    http_status: int | None = None
+    result: dict[str, Any] | None = Field(default=None, description="the envelope the synchronous call returns")
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+    def view(self) -> dict[str, Any]:
+        """What `GET /jobs/{job_id}` answers (never the request body nor the key)."""
+        timings: dict[str, Any] = {"queued_at": self.queued_at.isoformat()}
+        if self.started_at is not None:
+            timings["started_at"] = self.started_at.isoformat()
+            timings["queue_seconds"] = round((self.started_at - self.queued_at).total_seconds(), 3)
+        if self.finished_at is not None:
+            timings["finished_at"] = self.finished_at.isoformat()
+            if self.started_at is not None:
+                timings["run_seconds"] = round((self.finished_at - self.started_at).total_seconds(), 3)
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "flow": self.flow,
+            "workspace_id": self.workspace_id,
+            "attempts": self.attempts,
+            "http_status": self.http_status,
+            "result": self.result,
+            "timings": timings,
+        }

@@ -1,0 +1,68 @@
+"""Jobs over HTTP: a background flow's request with `"async": true` is answered 202 with its job id
+(`accept_job`), and `GET /jobs/{job_id}[?wait=S]` tells how it is going (docs/jobs.md).
+
+A job is visible only to callers whose key covers its workspace; to others it does not exist (404), so job ids
+say nothing about other workspaces. The `Idempotency-Key` header (1-255 printable characters) makes a retried
+submission return the job of the first one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from reme_service.app import ReMeApp
+from reme_service.auth.caller import TRUSTED
+from reme_service.context_vars import current_caller
+from reme_service.errors import InvalidRequestError, NotFoundError
+from reme_service.flow.runner import FlowRunner
+from reme_service.ops.common.context import ServiceContext
+from reme_service.server.envelope import request_id_from
+from reme_service.server.http_errors import error_response
+
+IDEMPOTENCY_HEADER = "idempotency-key"
+
+
+def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _idempotency_key(request: Request) -> str | None:
+    value = request.headers.get(IDEMPOTENCY_HEADER)
+    if value is None:
+        return None
+    if not 1 <= len(value) <= 255 or not value.isprintable():
+        raise InvalidRequestError("the Idempotency-Key header must be 1-255 printable characters")
+    return value
+
+
+async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: BaseModel, request: Request) -> Response:
+    """Queue the validated `body` as a job and answer 202 (200 when the Idempotency-Key names a known job)."""
+    job, known = await app.submit_job(runner, body, idempotency_key=_idempotency_key(request))
+    envelope = {
+        "answer": "",
+        "success": True,
+        "metadata": {"job_id": job.job_id, "status": job.status, "idempotent_replay": known},
+        "job_id": job.job_id,
+    }
+    headers = {"location": f"/jobs/{job.job_id}", "x-request-id": request_id_from(request.scope.get("headers", ()))}
+    return _json(envelope, 200 if known else 202, headers)
+
+
+def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
+    @api.get("/jobs/{job_id}", summary="A background job: status, timings and, once finished, the flow's answer")
+    async def get_job(
+        request: Request,
+        job_id: str,
+        wait: float = Query(0, ge=0, le=60, description="seconds to wait for the job to finish (long poll)"),
+    ) -> Response:
+        caller = current_caller.get() or TRUSTED
+        job = app.jobs.get(job_id)
+        if job is None or not caller.may_use(job.workspace_id):
+            return error_response(NotFoundError(f"no job {job_id!r}"), request)
+        job = await app.jobs.wait(job_id, wait) or job
+        return _json(job.view(), 200)

@@ -1,0 +1,129 @@
+"""`JobQueue` on its own: order, concurrency bounds, restarts, pruning and broken files."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reme_service.auth.caller import TRUSTED
+from reme_service.config.models import JobsConfig
+from reme_service.jobs.files import JobFiles
+from reme_service.jobs.queue import JobQueue
+from reme_service.jobs.record import Job, now
+from tests.conditions import until
+
+pytestmark = pytest.mark.anyio
+
+
+class Runs:
+    """The execute function: records which jobs run at once and lets the test finish them one by one."""
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+        self.peak = 0
+        self.release: dict[str, asyncio.Event] = {}
+
+    async def __call__(self, job: Job) -> tuple[int, dict[str, Any]]:
+        self.running.append(job.job_id)
+        self.peak = max(self.peak, len(self.running))
+        event = self.release.setdefault(job.job_id, asyncio.Event())
+        try:
+            await event.wait()
+        finally:
+            self.running.remove(job.job_id)
+        return 200, {"answer": job.workspace_id, "success": True, "metadata": {}}
+
+    def finish(self, job_id: str) -> None:
+        self.release.setdefault(job_id, asyncio.Event()).set()
+
+
+async def submit(queue: JobQueue, workspace: str, key: str | None = None) -> Job:
+    job, _ = await queue.submit(
+        flow="f", workspace_id=workspace, request={}, caller=TRUSTED, idempotency_key=key, body_hash=workspace
+    )
+    return job
+
+
+async def test_workers_and_workspaces_bound_what_runs_at_once(tmp_path: Path) -> None:
+    runs = Runs()
+    queue = JobQueue(JobsConfig(workers=2, per_workspace=1), JobFiles(tmp_path), runs)
+    await queue.start()
+    try:
+        a1, a2, b1, c1 = [await submit(queue, ws) for ws in ("a", "a", "b", "c")]
+        await until(lambda: len(runs.running) == 2)
+        assert set(runs.running) == {a1.job_id, b1.job_id}  # a2 waits for a1, c1 for a free worker
+        runs.finish(a1.job_id)
+        await until(lambda: set(runs.running) == {b1.job_id, a2.job_id})  # a2 is older than c1
+        for job in (b1, a2, c1):
+            runs.finish(job.job_id)
+        await until(lambda: all(queue.get(j.job_id).status == "done" for j in (a1, a2, b1, c1)))  # type: ignore[union-attr]
+        assert runs.peak == 2
+    finally:
+        await queue.stop()
+
+
+async def test_a_restart_runs_queued_jobs_again_and_fails_one_interrupted_twice(tmp_path: Path) -> None:
+    files = JobFiles(tmp_path)
+    interrupted_once = Job(job_id="j1", flow="f", workspace_id="a", request={}, caller=TRUSTED, status="running")
+    interrupted_once.attempts = 1
+    interrupted_twice = Job(job_id="j2", flow="f", workspace_id="b", request={}, caller=TRUSTED, status="running")
+    interrupted_twice.attempts = 2
+    waiting = Job(job_id="j3", flow="f", workspace_id="c", request={}, caller=TRUSTED)
+    for job in (interrupted_once, interrupted_twice, waiting):
+        files.save(job)
+    (tmp_path / "broken.json").write_text("{not json")
+    runs = Runs()
+    queue = JobQueue(JobsConfig(), files, runs)
+    await queue.start()
+    try:
+        failed = queue.get("j2")
+        assert failed is not None and failed.status == "failed" and failed.http_status == 500
+        assert "interrupted by a restart twice" in failed.result["metadata"]["error"]["message"]  # type: ignore[index]
+        await until(lambda: set(runs.running) == {"j1", "j3"})
+        runs.finish("j1")
+        runs.finish("j3")
+        await until(lambda: queue.get("j1").status == "done" and queue.get("j3").status == "done")  # type: ignore[union-attr]
+        assert queue.get("j1").attempts == 2  # type: ignore[union-attr]
+        assert (tmp_path / "broken.json.bad").exists()  # set aside, not fatal
+        reloaded = {job.job_id: job.status for job in files.load_all()}
+        assert reloaded == {"j1": "done", "j2": "failed", "j3": "done"}  # every change is on disk
+    finally:
+        await queue.stop()
+
+
+async def test_finished_jobs_and_their_keys_are_forgotten_after_keep_hours(tmp_path: Path) -> None:
+    files = JobFiles(tmp_path)
+    old = Job(job_id="old", flow="f", workspace_id="a", request={}, caller=TRUSTED, status="done")
+    old.idempotency_key, old.finished_at = "k", now() - timedelta(hours=25)
+    files.save(old)
+    queue = JobQueue(JobsConfig(keep_hours=24), files, Runs())
+    await queue.start()
+    try:
+        assert queue.get("old") is None and not (tmp_path / "old.json").exists()
+        job = await submit(queue, "a", key="k")  # the key is free again
+        assert job.job_id != "old"
+    finally:
+        await queue.stop()
+
+
+async def test_a_full_queue_refuses_new_jobs(tmp_path: Path) -> None:
+    runs = Runs()
+    queue = JobQueue(JobsConfig(workers=1, max_queued=2), JobFiles(tmp_path), runs)
+    await queue.start()
+    try:
+        first = await submit(queue, "a")
+        await until(lambda: runs.running == [first.job_id])
+        await submit(queue, "b")
+        await submit(queue, "c")
+        with pytest.raises(Exception, match="jobs are waiting") as refused:
+            await submit(queue, "d")
+        assert getattr(refused.value, "status", None) == 503
+        runs.finish(first.job_id)
+    finally:
+        for job_id in list(runs.release):
+            runs.finish(job_id)
+        await queue.stop()
