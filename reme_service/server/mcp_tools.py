@@ -56,6 +56,7 @@ def tool_for(runner: FlowRunner) -> types.Tool:
     """The MCP tool of one flow: its name, description, request schema and the response schema."""
     schema = flatten(runner.request_model.model_json_schema(mode="validation"))  # no $ref: hosts copy it as is
     schema.pop("title", None)
+    schema.get("properties", {}).pop("async", None)  # HTTP only (jobs): a tool call always waits for its result
     return types.Tool(
         name=runner.name,
         description=runner.description or runner.name,
