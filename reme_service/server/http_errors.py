@@ -5,6 +5,7 @@ lists for every flow endpoint."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -81,7 +82,11 @@ def excerpt(value: Any, width: int = INPUT_EXCERPT) -> Any:
         value = bytes(value[: width * 4]).decode("utf-8", "replace") + ("…" if len(value) > width * 4 else "")
     if isinstance(value, str):
         return value if len(value) <= width else value[:width] + "…"
-    text = orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:
+        text = orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # an integer past 64 bits (inside an extra key) that orjson cannot write: shown as text
+        text = json.dumps(value, default=repr, ensure_ascii=False)
+        return text if len(text) <= width else text[:width] + "…"
     return value if len(text) <= width else text[:width] + "…"
 
 

@@ -45,7 +45,11 @@ def run_schemathesis(base_url: str) -> tuple[list[tuple[str, int, bytes, bytes]]
     config = schemathesis.Config.from_dict(
         {
             "seed": SEED,
-            "workers": 2,
+            # One worker: with two, CPython 3.11's AST recursion counter races between the engine's threads
+            # (gh-106905: "SystemError: AST constructor recursion depth mismatch") once the management routes
+            # were added. The stateful phase (links between operations) is left out: this test is per operation.
+            "workers": 1,
+            "phases": {"stateful": {"enabled": False}},
             "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": True},
             # The engine's own verdicts are not needed: every response is judged below.
             "checks": {"enabled": False, "not_a_server_error": {"enabled": True}},
