@@ -1,4 +1,5 @@
-"""The HTTP adapter: `POST /<flow>` per flow, `GET /health`, OpenAPI at `/docs`. No logic lives here.
+"""The HTTP adapter: `POST /<flow>` per flow, `GET /health`, the management API (`manage.py`: `/workspaces/...`),
+OpenAPI at `/docs`. No logic lives here.
 
 Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every other failure is the envelope
 `{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status: see
@@ -30,6 +31,7 @@ from reme_service.server.body import decode_body
 from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
+from reme_service.server.manage import install_manage_routes
 
 logger = logging.getLogger("reme_service.http")
 
@@ -144,7 +146,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
         api.add_middleware(
             CORSMiddleware,
             allow_origins=app.config.http.cors_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["*"],
         )
 
@@ -154,6 +156,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
 
     for runner in app.flows.values():
         api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
+    install_manage_routes(api, app)  # GET /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]
 
     install_error_handlers(api, app.flows)
