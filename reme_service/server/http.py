@@ -32,6 +32,7 @@ from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
 from reme_service.server.manage import install_manage_routes
+from reme_service.server.ui import install_ui_routes
 
 logger = logging.getLogger("reme_service.http")
 
@@ -157,6 +158,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
     for runner in app.flows.values():
         api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
     install_manage_routes(api, app)  # GET /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
+    install_ui_routes(api)  # the memory browser: GET /ui
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]
 
     install_error_handlers(api, app.flows)
