@@ -479,6 +479,9 @@ def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
         code: FLOW_ERROR_RESPONSES[code] for code in (400, 401, 403, 429, 500, 503)
     }
     errors[404] = {"description": "no such workspace or memory (the error envelope)"}
+    body_errors: dict[int | str, dict[str, Any]] = {
+        code: FLOW_ERROR_RESPONSES[code] for code in (408, 413, 502)
+    }  # a body, and an embedding call
 
     async def workspaces(request: Request) -> Response:
         return await manage.workspaces(request)
@@ -544,7 +547,11 @@ def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
             methods=[method],
             summary=summary,
             response_class=Response,
-            responses={200: {"model": model, "description": "success"} if model else JSONL_OK, **errors},
+            responses={
+                200: {"model": model, "description": "success"} if model else JSONL_OK,
+                **errors,
+                **(body_errors if method in ("PATCH", "POST") else {}),
+            },
             name=f"manage_{endpoint.__name__}",
             tags=["manage"],
         )
