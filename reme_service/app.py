@@ -319,19 +319,37 @@ class ReMeApp:
             return
         workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
         action = getattr(request, "action", "") if flow == "vector_store" else flow
+        extra: dict[str, Any] = {}
+        source = getattr(request, "src_workspace_id", "")
+        if flow == "vector_store" and action == "copy" and source:
+            extra["src_workspace_id"] = source
+        await self.audit_change(flow, str(action or flow), workspace, request_id, trail, error_code, extra)
+
+    async def audit_change(
+        self,
+        flow: str,
+        action: str,
+        workspace_id: str,
+        request_id: str,
+        trail: AuditTrail,
+        error_code: str | None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Append one audit record (when the audit log is on), as the request's caller; on disk when it returns.
+        The flows' records and the management API's (`server/manage.py`, flow `manage`) both come here."""
+        if self.audit_log is None:
+            return
         record = AuditRecord.of(
             time=datetime.now(UTC),
             request_id=request_id,
             caller=current_caller.get() or TRUSTED,
-            workspace_id=workspace,
+            workspace_id=workspace_id,
             flow=flow,
-            action=str(action or flow),
+            action=action,
             trail=trail,
             error_code=error_code,
         )
-        source = getattr(request, "src_workspace_id", "")
-        if flow == "vector_store" and action == "copy" and source:
-            record.extra["src_workspace_id"] = source
+        record.extra.update(extra or {})
         await self.audit_log.append(record)
 
     async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:

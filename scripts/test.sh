@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+# chromium + chromedriver for tests/browser (Debian packages; never fails the run: the tests skip, saying why)
+bash scripts/install_browser.sh || true
 .venv/bin/ruff check reme_service tests cookbook
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

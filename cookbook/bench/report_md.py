@@ -449,6 +449,27 @@ def locomo_section(report: Any) -> list[str]:
     return [*lines, *table(header, rows)]
 
 
+def manage_section(report: Any) -> list[str]:
+    lines = ["## Management API", ""]
+    if getattr(report, "manage_reason", ""):
+        return [*lines, f"Not available: {report.manage_reason}.", ""]
+    m = getattr(report, "manage", None)
+    if not m:
+        return []
+    lines.append(
+        "cookbook/bench/manage_api.py: one server (local store, hash embedder); pages of 100 by cursor, then the "
+        "whole workspace exported as JSONL, with the server's RSS sampled every 50 ms while it streams."
+    )
+    lines.append("")
+    rows = [
+        ["memories", f"{m['size']:,}"],
+        ["listing page of 100, p50 / p95", f"{m['page_p50_ms']:.1f} / {m['page_p95_ms']:.1f} ms"],
+        ["export", f"{m['export_per_s']:,.0f} memories/s ({m['export_mib']:.1f} MiB in {m['export_s']:.1f} s)"],
+        ["server RSS before / peak during export", f"{m['rss_before_mib']:.0f} / {m['rss_peak_mib']:.0f} MiB"],
+    ]
+    return [*lines, *table(["figure", "measured"], rows), ""]
+
+
 def abuse_section(report: Any) -> list[str]:
     lines = ["## Availability under abuse", ""]
     if report.abuse_reason:
@@ -512,6 +533,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *summary_section(report),
         *locomo_section(report),
         *abuse_section(report),
+        *manage_section(report),
         *problems_section(report),
     ]
     return "\n".join(lines).rstrip() + "\n", verdicts

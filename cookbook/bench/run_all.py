@@ -27,6 +27,8 @@ What runs, in this order (each part reuses the benchmark script named in bracket
 5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
    with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
    is missing, or a part that is skipped, leaves a row saying so.
+6. The management API [manage_api]: a listing page of 100 (p50, p95) and a full export (memories/s, server RSS
+   during it) at 100k memories (quick: 10k).
 
 Floors and ratios: a retrieval figure at N memories and c clients is compared with echo(c) + top-k(N): latency
 floor = echo p50 + top-k p50, throughput floor = min(echo req/s, cores / (1 / echo req/s + top-k seconds)) (the
@@ -70,7 +72,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo", "abuse")
+PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo", "abuse", "manage")
 MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
@@ -149,6 +151,8 @@ class Report:
     abuse: list[dict[str, Any]] = field(default_factory=list)  # one row per scenario (abuse.py)
     abuse_workspaces: dict[str, Any] = field(default_factory=dict)
     abuse_reason: str = ""
+    manage: dict[str, Any] = field(default_factory=dict)  # manage_api.py: listing page p50, export rate, RSS
+    manage_reason: str = ""
     errors: list[str] = field(default_factory=list)
 
 
@@ -600,6 +604,23 @@ def bench_abuse(args: argparse.Namespace, report: Report) -> None:
         print(f"   {row['scenario']}: p99 {row['p99_ms']} ms, {row['failures']} failures", flush=True)
 
 
+def bench_manage(args: argparse.Namespace, report: Report) -> None:
+    manage = optional_module("manage_api")
+    if manage is None:
+        report.manage_reason = "cookbook/bench/manage_api.py is not available"
+        return
+    size = 10_000 if args.quick else 100_000
+    print(f"\n== management API at {size:,} memories (listing pages of 100, export)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="run-all-manage-", dir=args.dir) as tmp:
+        report.manage = manage.bench(args.python, Path(tmp), size, 200, args.seed, args.overrides)
+    figures = report.manage
+    print(
+        f"   page p50 {figures['page_p50_ms']:.1f} ms, export {figures['export_per_s']:,.0f} memories/s, "
+        f"RSS +{figures['rss_growth_mib']:.1f} MiB during export",
+        flush=True,
+    )
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Main
 # ----------------------------------------------------------------------------------------------------------------
@@ -717,6 +738,7 @@ def run(args: argparse.Namespace) -> Report:
                 ("summary", bench_summary),
                 ("locomo", bench_locomo),
                 ("abuse", bench_abuse),
+                ("manage", bench_manage),
             ):
                 if part in args.skip:
                     setattr(report, f"{part}_reason", f"skipped (--skip {part})")

@@ -37,8 +37,24 @@ def touched_workspaces(flow: FlowConfig, request: BaseModel, workspace_id: str) 
 
 def authorize(caller: Caller, flow_name: str, flow: FlowConfig, request: BaseModel, workspace_id: str) -> None:
     """ForbiddenError (403) unless `caller` may make this request."""
-    if caller.scope == "read" and needed_scope(flow, request) != "read":
-        raise ForbiddenError(f"this API key is read-only, and {flow_name} with these arguments changes memories")
+    check_scope(caller, needed_scope(flow, request), f"{flow_name} with these arguments")
     for workspace in touched_workspaces(flow, request, workspace_id):
-        if not caller.may_use(workspace):
-            raise ForbiddenError("this API key may not use the requested workspace")
+        check_workspace(caller, workspace)
+
+
+def check_scope(caller: Caller, needed: Scope, what: str) -> None:
+    """ForbiddenError (403) when `caller` is read-only and `what` (a flow's request, a management call) writes."""
+    if caller.scope == "read" and needed != "read":
+        raise ForbiddenError(f"this API key is read-only, and {what} changes memories")
+
+
+def check_workspace(caller: Caller, workspace_id: str) -> None:
+    """ForbiddenError (403) unless `caller`'s key covers `workspace_id` (the message names neither)."""
+    if not caller.may_use(workspace_id):
+        raise ForbiddenError("this API key may not use the requested workspace")
+
+
+def authorize_workspace(caller: Caller, workspace_id: str, needed: Scope, what: str) -> None:
+    """The management API's check (`server/manage.py`): `needed` scope for `what`, on one workspace."""
+    check_scope(caller, needed, what)
+    check_workspace(caller, workspace_id)

@@ -5,7 +5,7 @@ request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the ca
 `context_vars.current_caller` for the rest of the request (the flow runner's context factory checks the workspace
 and the scope against it), or the request is answered at once: 401 with `WWW-Authenticate: Bearer`, 429 with
 `Retry-After`, in the error envelope. Health, the OpenAPI document and its pages stay open: they say nothing
-private.
+private; so do the memory browser's static files (`/ui`: no data, the page asks for the key).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from reme_service.auth.credentials import presented_key
 from reme_service.context_vars import current_caller
 from reme_service.errors import RateLimitedError, ReMeError, UnauthorizedError
 from reme_service.server.envelope import envelope_response, request_id_from
+from reme_service.server.ui import UI_PATHS
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -25,7 +26,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset(
-    {"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    {"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", *UI_PATHS}
 )
 OPEN_PREFIXES = ("/docs/static/",)  # the docs pages' scripts and styles
 

@@ -1,5 +1,6 @@
 """The HTTP adapter: `POST /<flow>` per flow; `GET /health` (200 healthy or degraded, 503 down), `/health/live`,
-`/health/ready`; `GET /metrics` (Prometheus); OpenAPI at `/docs` (offline); MCP at `/mcp` and `/sse` (`mcp.mount`).
+`/health/ready`; `GET /metrics` (Prometheus); the management API (`manage.py`: `/workspaces/...`) and the memory
+browser (`/ui`); jobs (`/jobs/{id}`); OpenAPI at `/docs` (offline); MCP at `/mcp` and `/sse` (`mcp.mount`).
 No logic lives here.
 
 Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every other failure is the envelope
@@ -34,9 +35,11 @@ from reme_service.server.envelope import request_id_from
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
 from reme_service.server.job_routes import accept_job, install_job_routes
+from reme_service.server.manage import install_manage_routes
 from reme_service.server.mcp import McpEndpoints
 from reme_service.server.observer import RequestObserver
 from reme_service.server.operator_routes import install_operator_routes
+from reme_service.server.ui import install_ui_routes
 
 logger = logging.getLogger("reme_service.http")
 
@@ -145,7 +148,7 @@ def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
         api.add_middleware(
             CORSMiddleware,
             allow_origins=http.cors_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["*"],
         )
     # outermost: every answer, the guards' and the gate's included, is timed, counted and logged
@@ -179,6 +182,8 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
         api.router.routes.extend(mcp.routes)
     for runner in app.flows.values():
         api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
+    install_manage_routes(api, app)  # GET /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
+    install_ui_routes(api)  # the memory browser: GET /ui
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]
 
     install_error_handlers(api, app.flows)

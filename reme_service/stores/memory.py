@@ -587,6 +587,14 @@ class MemoryVectorStore(VectorStore):
         inline = _search_inline(state) if state.lexical is not None else state.size < INLINE_ROWS // 8
         return await state.gate.run_shared(work, inline=inline)
 
+    async def list_ids(self, workspace_id: str) -> list[str]:
+        """The ids alone, without decoding any node's metadata (the management API pages and exports by them)."""
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        if state is None or state.size == 0:
+            return []
+        return await state.gate.run_shared(partial(list, state.rows), inline=state.size < INLINE_ROWS * 16)
+
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
     ) -> list[VectorNode]:

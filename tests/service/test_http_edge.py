@@ -276,14 +276,14 @@ def test_a_body_is_read_as_json_whatever_its_content_type(serve: ServeFn) -> Non
             assert response.status_code == 200 and response.json()["success"] is True, (content_type, response.text)
         empty = client.post("/retrieve_task_memory", content=b"", headers={"content-type": "application/json"})
         assert empty.status_code == 422 and empty.json()["detail"][0]["loc"] == ["body"]
-        latin = client.post("/retrieve_task_memory", content=b"{\"query\": \"\xe9t\xe9\"}")
+        latin = client.post("/retrieve_task_memory", content=b'{"query": "\xe9t\xe9"}')
         assert latin.status_code == 400 and "UTF-8" in latin.json()["metadata"]["error"]["message"]
 
 
 def test_openapi_documents_the_error_responses_of_every_flow(serve: ServeFn) -> None:
     with serve() as client:
         paths = client.get("/openapi.json").json()["paths"]
-        flows = [path for path, item in paths.items() if "post" in item]
+        flows = [path for path, item in paths.items() if "post" in item and not path.startswith("/workspaces/")]
         assert "/retrieve_task_memory" in flows
         for path in flows:
             responses = paths[path]["post"]["responses"]

@@ -28,6 +28,6 @@ def test_every_flow_documents_its_response_envelope(serve: ServeFn) -> None:
     with serve() as client:
         spec = client.get("/openapi.json").json()
     for path, item in spec["paths"].items():
-        if "post" in item:
+        if "post" in item and not path.startswith("/workspaces/"):  # the management API's import is not a flow
             ok = item["post"]["responses"]["200"]["content"]["application/json"]["schema"]
             assert ok == {"$ref": "#/components/schemas/FlowResponse"}, path

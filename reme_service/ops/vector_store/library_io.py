@@ -8,11 +8,12 @@ memories, the long part of a load with the local model, logs its own progress: `
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,48 +49,54 @@ def _memories(file: Path, shown: str = "", check: OpenCheck | None = None) -> It
     if not file.is_file():
         raise NotFoundError(f"memory library {shown!r} does not exist")
     total = file.stat().st_size
-    started = logged = time.monotonic()
-    done = count = 0
     with file.open("rb") as handle:
         if check is not None:
             check(handle.fileno())
-        for number, line in enumerate(handle, 1):
-            done += len(line)
-            if not line.strip():
-                continue
-            now = time.monotonic()
-            if now - logged >= PROGRESS_SECONDS:
-                logged = now
-                logger.info(
-                    "reading %s: %d memories, %d/%d bytes (%.0f%%), %.0f memories/s",
-                    file.name,
-                    count,
-                    done,
-                    total,
-                    100.0 * done / max(total, 1),
-                    count / (now - started),
-                )
-            try:
-                data: Any = orjson.loads(line)
-                if not isinstance(data, dict):
-                    raise ValueError("a line must be a JSON object")
-                memory = memory_from_dict(data)
-            except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
-                reason = (
-                    describe_validation_errors(exc, line="field '{loc}': {msg}", limit=1)
-                    if isinstance(exc, ValidationError)
-                    else str(exc).splitlines()[0]
-                )
-                raise InvalidRequestError(
-                    f"{shown} line {number}: {reason}", details={"file": shown, "line": number}
-                ) from None
-            count += 1
-            if not count % YIELD_EVERY:
-                time.sleep(0)  # hand the GIL to the event loop's thread now rather than when it insists
-            yield memory
+        yield from parse_lines(handle, shown, total)
+
+
+def parse_lines(lines: Iterable[bytes], shown: str, total: int) -> Iterator[BaseMemory]:
+    """Library lines (`total` bytes in all, for the progress log) as memories; a malformed line is a 400 naming
+    `shown` and the line number. Blank lines are skipped."""
+    started = logged = time.monotonic()
+    done = count = 0
+    for number, line in enumerate(lines, 1):
+        done += len(line)
+        if not line.strip():
+            continue
+        now = time.monotonic()
+        if now - logged >= PROGRESS_SECONDS:
+            logged = now
+            logger.info(
+                "reading %s: %d memories, %d/%d bytes (%.0f%%), %.0f memories/s",
+                shown,
+                count,
+                done,
+                total,
+                100.0 * done / max(total, 1),
+                count / (now - started),
+            )
+        try:
+            data: Any = orjson.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("a line must be a JSON object")
+            memory = memory_from_dict(data)
+        except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
+            reason = (
+                describe_validation_errors(exc, line="field '{loc}': {msg}", limit=1)
+                if isinstance(exc, ValidationError)
+                else str(exc).splitlines()[0]
+            )
+            raise InvalidRequestError(
+                f"{shown} line {number}: {reason}", details={"file": shown, "line": number}
+            ) from None
+        count += 1
+        if not count % YIELD_EVERY:
+            time.sleep(0)  # hand the GIL to the event loop's thread now rather than when it insists
+        yield memory
     elapsed = time.monotonic() - started
     if elapsed >= PROGRESS_SECONDS:
-        logger.info("read %s: %d memories in %.1f s (%.0f memories/s)", file.name, count, elapsed, count / elapsed)
+        logger.info("read %s: %d memories in %.1f s (%.0f memories/s)", shown, count, elapsed, count / elapsed)
 
 
 def _write(file: Path, memories: Sequence[BaseMemory]) -> None:
@@ -98,7 +105,12 @@ def _write(file: Path, memories: Sequence[BaseMemory]) -> None:
     # the 255-byte limit for a name that fits it.
     fd, tmp = tempfile.mkstemp(prefix=".library-", suffix=".tmp", dir=file.parent)
     os.close(fd)
-    atomic_write(file, (orjson.dumps(m.model_dump(mode="json")) + b"\n" for m in memories), tmp=Path(tmp))
+    atomic_write(file, (memory_line(m) for m in memories), tmp=Path(tmp))
+
+
+def memory_line(memory: BaseMemory) -> bytes:
+    """One library line: the memory as JSON and a newline (what `dump` writes and the management export streams)."""
+    return orjson.dumps(memory.model_dump(mode="json")) + b"\n"
 
 
 async def read_library(file: Path, shown: str = "", check: OpenCheck | None = None) -> list[BaseMemory]:
@@ -122,3 +134,14 @@ async def write_library(file: Path, memories: Sequence[BaseMemory]) -> None:
     """Write atomically (`durable.atomic_write`: temp file, fsync, rename, directory fsync): readers never see a
     half-written library, and a dump that answered survives a crash."""
     await asyncio.to_thread(_write, file, memories)
+
+
+async def parse_library_bytes(data: bytes, workspace_id: str, shown: str) -> Sequence[VectorNode]:
+    """A library sent as bytes (the management API's import) as packed vector nodes of `workspace_id`, parsed in a
+    worker thread exactly as a library file is; a malformed line is a 400 naming `shown` and the line number."""
+
+    def parse() -> Sequence[VectorNode]:
+        memories = parse_lines(io.BytesIO(data), shown, len(data))
+        return pack_nodes((memory.to_vector_node() for memory in memories), workspace_id)
+
+    return await asyncio.to_thread(parse)

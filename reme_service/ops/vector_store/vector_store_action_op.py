@@ -42,6 +42,8 @@ PATH: Input[str] = Input("path", str, default="")
 SRC_WORKSPACE_ID: Input[str] = Input("src_workspace_id", str, default="")
 MEMORY_IDS: Input[list[str] | None] = Input("memory_ids", list[str] | None, default=None)  # [] is not absent
 MEMORY_DICTS: Input[list[dict[str, Any]]] = Input("memory_dicts", list[dict[str, Any]], factory=list)
+LIMIT: Input[int | None] = Input("limit", int | None, default=None)
+OFFSET: Input[int | None] = Input("offset", int | None, default=None)
 
 V = TypeVar("V", str, list[str], list[dict[str, Any]])
 
@@ -55,7 +57,7 @@ def _require(ctx: ServiceContext, spec: Input[V]) -> V:
 
 
 class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
-    inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS)
+    inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS, LIMIT, OFFSET)
 
     async def run(self, ctx: ServiceContext) -> None:
         action = ctx.input(ACTION)
@@ -78,7 +80,16 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         ctx.response.metadata["action_result"] = await handler(ctx, store)
 
     async def _list(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
-        nodes = await store.list_nodes(ctx.workspace_id)
+        """Every memory (ReMe), or the `limit` memories after the first `offset`, in the store's order."""
+        limit, offset = ctx.input(LIMIT), ctx.input(OFFSET) or 0
+        if limit is None and not offset:
+            nodes = await store.list_nodes(ctx.workspace_id)
+        else:  # a window: fetch only its nodes
+            ids = await store.list_ids(ctx.workspace_id)
+            window = ids[offset:] if limit is None else ids[offset : offset + limit]
+            nodes = await store.get(ctx.workspace_id, window)
+            for node in nodes:
+                node.vector = None
         return await _off_loop_if_large(nodes, _memory_dicts)
 
     async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:

@@ -1,0 +1,557 @@
+"""The management REST API beside the ReMe flows (DESIGN §9): browse, edit, delete, export and import memories.
+
+```
+GET    /workspaces                                  the caller's workspaces: counts by memory type, last modified
+GET    /workspaces/{id}/memories                    a page: ?limit=&cursor=&memory_type=&q=&since=&until=
+GET    /workspaces/{id}/memories/{memory_id}        one memory (the ReMe memory dict)
+PATCH  /workspaces/{id}/memories/{memory_id}        change fields (re-embedded when `when_to_use` changes)
+DELETE /workspaces/{id}/memories/{memory_id}
+GET    /workspaces/{id}/export                      the workspace as ReMe library JSONL, streamed
+POST   /workspaces/{id}/import                      a JSONL body replaces the workspace atomically (like `load`)
+```
+
+Same authentication as the flows (`AuthGate` has set the caller), same scope rules (`auth.policy`: GET needs a
+read key, the rest a write key; a workspace outside the key's scope is a 403 before anything is looked up), same
+error envelope. An unknown workspace or memory is a 404. Pages are ordered by memory id; the cursor is opaque and
+HMAC-bound to the workspace and the filters, with a key kept in `<data_dir>/auth/cursor.key`, so it survives
+restarts and is shared by the processes of one data directory. Changes go to the audit log as flow `manage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import functools
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from fastapi import FastAPI, Path as PathParam, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reme_service.app import ReMeApp
+from reme_service.audit.trail import AuditTrail
+from reme_service.auth.caller import TRUSTED, Scope
+from reme_service.auth.policy import authorize_workspace
+from reme_service.context_vars import current_caller, current_trail
+from reme_service.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    ReMeError,
+    StoreError,
+    describe_validation_errors,
+)
+from reme_service.ops.vector_store.library_io import memory_line, parse_library_bytes
+from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
+from reme_service.schema.vector_node import VectorNode
+from reme_service.server.envelope import request_id_from
+from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
+from reme_service.stores.base import VectorStore
+from reme_service.stores.workspace_ids import validate_workspace_id
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+EXPORT_BATCH = 1000  # memories fetched, converted and sent per chunk of an export
+OFF_LOOP = 2000  # above this many ids or nodes, sorting and filtering run in a worker thread
+AUDIT_FLOW = "manage"
+#: fields a PATCH may not change: they name the memory
+FIXED_FIELDS = ("memory_id", "workspace_id")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
+
+WorkspaceId = PathParam(description="the workspace id (URL-encoded)")
+MemoryId = PathParam(description="the memory id")
+
+
+class WorkspaceSummary(BaseModel):
+    workspace_id: str = Field(description="the workspace id")
+    size: int = Field(description="how many memories it holds")
+    counts: dict[str, int] = Field(description="memories by memory_type (task, personal, tool)")
+    last_modified: str | None = Field(description="the latest time_modified of its memories (null when empty)")
+
+
+class WorkspaceList(BaseModel):
+    workspaces: list[WorkspaceSummary] = Field(description="the workspaces the API key covers, by id")
+
+
+class MemoryPage(BaseModel):
+    memories: list[dict[str, Any]] = Field(description="ReMe memory dicts, ordered by memory_id")
+    next_cursor: str | None = Field(description="pass as `cursor` (same filters) for the next page; null at the end")
+
+
+class MemoryDeleted(BaseModel):
+    deleted: bool = Field(description="always true (an unknown memory is a 404)")
+    memory_id: str = Field(description="the deleted memory's id")
+
+
+class ImportResult(BaseModel):
+    size: int = Field(description="how many memories the workspace now holds")
+
+
+class MemoryDict(BaseModel):
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+
+    memory_id: str = Field(description="the memory's id")
+    memory_type: str = Field(description="task, personal or tool; the other fields are those of its kind")
+
+
+def _json(body: Any, request_id: str, status: int = 200) -> Response:
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/json", headers={"x-request-id": request_id}
+    )
+
+
+def _memory_dict(node: VectorNode) -> dict[str, Any]:
+    return memory_from_node(node).model_dump(mode="json")
+
+
+# -- listing --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    limit: int
+    memory_type: str | None
+    q: str | None
+    since: str | None
+    until: str | None
+    after: str | None = None  # the last memory id of the previous page (from the cursor)
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.memory_type or self.q or self.since or self.until)
+
+    def signature(self) -> str:
+        return orjson.dumps([self.memory_type, self.q, self.since, self.until]).decode()
+
+    def keeps(self, node: VectorNode) -> bool:
+        meta = node.metadata
+        if self.memory_type and meta.get("memory_type", "task") != self.memory_type:
+            return False
+        modified = str(meta.get("time_modified", ""))
+        if self.since and modified < self.since:
+            return False
+        if self.until and modified > self.until:
+            return False
+        if self.q:
+            needle = self.q.casefold()
+            return needle in node.content.casefold() or needle in str(meta.get("content", "")).casefold()
+        return True
+
+
+def _time_bound(name: str, value: str | None, *, end: bool) -> str | None:
+    """`YYYY-MM-DD[ HH:MM[:SS]]` (or with `T`) as ReMe's `YYYY-MM-DD HH:MM:SS`; a day alone is its first second
+    for `since` and its last for `until`. Both bounds are inclusive, on `time_modified`."""
+    if value is None or value == "":
+        return None
+    if not _TIME.match(value):
+        raise InvalidRequestError(
+            f"{name} must be YYYY-MM-DD or YYYY-MM-DD HH:MM:SS, not {value[:40]!r}", details={"field": name}
+        )
+    value = value.replace("T", " ")
+    if len(value) == 10:
+        return value + (" 23:59:59" if end else " 00:00:00")
+    return value if len(value) == 19 else value + (":59" if end else ":00")
+
+
+def _parse_limit(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"limit must be an integer, not {raw[:40]!r}", details={"field": "limit"}) from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequestError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}", details={"field": "limit"})
+    return limit
+
+
+class Cursors:
+    """Opaque page cursors: `<base64url of the last id>.<HMAC-SHA256 of workspace, filters and id>`. The key lives
+    in `<data_dir>/auth/cursor.key` (created once, mode 0600, by whichever process needs it first)."""
+
+    def __init__(self, key_file: Path) -> None:
+        self._file = key_file
+        self._key: bytes | None = None
+
+    def _load_key(self) -> bytes:
+        if self._key is None:
+            self._key = _read_or_create_key(self._file)
+        return self._key
+
+    def _mac(self, workspace_id: str, query: ListQuery, after: str) -> str:
+        message = orjson.dumps([workspace_id, query.signature(), after])
+        digest = hmac.new(self._load_key(), message, hashlib.sha256).digest()[:18]
+        return base64.urlsafe_b64encode(digest).decode()
+
+    async def issue(self, workspace_id: str, query: ListQuery, after: str) -> str:
+        await asyncio.to_thread(self._load_key)
+        body = base64.urlsafe_b64encode(after.encode()).decode().rstrip("=")
+        return f"{body}.{self._mac(workspace_id, query, after)}"
+
+    async def open(self, workspace_id: str, query: ListQuery, cursor: str) -> str:
+        """The id the cursor continues after; 400 for a cursor not issued for this workspace and these filters."""
+        await asyncio.to_thread(self._load_key)
+        invalid = InvalidRequestError(
+            "invalid cursor: use the next_cursor of a page of this workspace, with the same filters",
+            details={"field": "cursor"},
+        )
+        body, _, mac = cursor.partition(".")
+        try:
+            after = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise invalid from None
+        if not mac or not hmac.compare_digest(mac, self._mac(workspace_id, query, after)):
+            raise invalid
+        return after
+
+
+def _read_or_create_key(path: Path) -> bytes:
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # the first process to get here wins; the others read its key
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())
+
+
+def _page_of_ids(ids: list[str], after: str | None, limit: int) -> tuple[list[str], bool]:
+    ids.sort()
+    start = bisect.bisect_right(ids, after) if after is not None else 0
+    return ids[start : start + limit], start + limit < len(ids)
+
+
+def _page_of_nodes(nodes: list[VectorNode], query: ListQuery) -> tuple[list[dict[str, Any]], bool]:
+    kept = [node for node in nodes if query.keeps(node)]
+    kept.sort(key=lambda node: node.unique_id)
+    start = bisect.bisect_right([n.unique_id for n in kept], query.after) if query.after is not None else 0
+    page = kept[start : start + query.limit]
+    return [_memory_dict(node) for node in page], start + query.limit < len(kept)
+
+
+async def _off_loop(size: int, fn: Callable[[], Any]) -> Any:
+    return await asyncio.to_thread(fn) if size > OFF_LOOP else fn()
+
+
+# -- the routes -----------------------------------------------------------------------------------------------
+
+
+class ManageAPI:
+    """The management endpoints of one app."""
+
+    def __init__(self, app: ReMeApp) -> None:
+        self.app = app
+        self.cursors = Cursors(app.data_dir / "auth" / "cursor.key")
+
+    def store(self) -> VectorStore:
+        if self.app.services is None:
+            raise StoreError("the service is not started")
+        return self.app.services.store()
+
+    @staticmethod
+    def authorize(workspace_id: str, needed: Scope, what: str) -> str:
+        """The validated workspace id, once the caller may do `what` there (403 otherwise)."""
+        workspace_id = validate_workspace_id(workspace_id)
+        authorize_workspace(current_caller.get() or TRUSTED, workspace_id, needed, what)
+        return workspace_id
+
+    async def existing(self, workspace_id: str, needed: Scope, what: str) -> tuple[str, VectorStore]:
+        workspace_id = self.authorize(workspace_id, needed, what)
+        store = self.store()
+        if not await store.exists_workspace(workspace_id):
+            raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
+        return workspace_id, store
+
+    async def audited(
+        self, request: Request, workspace_id: str, action: str, change: Callable[[], Awaitable[Response]]
+    ) -> Response:
+        """Run a change with an audit trail and write its record (also when it failed), as the flows do."""
+        trail = AuditTrail()
+        token = current_trail.set(trail)
+        request_id = request_id_from(request.scope.get("headers", ()))
+        error_code: str | None = None
+        try:
+            return await change()
+        except ReMeError as error:
+            error_code = error.code
+            raise
+        finally:
+            current_trail.reset(token)
+            await self.app.audit_change(AUDIT_FLOW, action, workspace_id, request_id, trail, error_code)
+
+    # -- handlers
+
+    async def workspaces(self, request: Request) -> Response:
+        caller = current_caller.get() or TRUSTED
+        store = self.store()
+        visible = [w for w in await store.list_workspaces() if caller.may_use(w)]
+        result = []
+        for workspace_id in visible:
+            nodes = await store.list_nodes(workspace_id)
+            result.append(await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes)))
+        return _json({"workspaces": result}, request_id_from(request.scope.get("headers", ())))
+
+    async def list_memories(self, request: Request, workspace_id: str) -> Response:
+        params = request.query_params
+        workspace_id, store = await self.existing(workspace_id, "read", "listing memories")
+        memory_type = params.get("memory_type") or None
+        if memory_type is not None and memory_type not in MEMORY_TYPES:
+            raise InvalidRequestError(
+                f"memory_type must be one of {', '.join(MEMORY_TYPES)}", details={"field": "memory_type"}
+            )
+        query = ListQuery(
+            limit=_parse_limit(params.get("limit")),
+            memory_type=memory_type,
+            q=params.get("q") or None,
+            since=_time_bound("since", params.get("since"), end=False),
+            until=_time_bound("until", params.get("until"), end=True),
+        )
+        cursor = params.get("cursor")
+        if cursor:
+            query = ListQuery(**{**query.__dict__, "after": await self.cursors.open(workspace_id, query, cursor)})
+        if query.filtered:
+            type_filter = {"metadata.memory_type": query.memory_type} if query.memory_type else None
+            nodes = await store.list_nodes(workspace_id, filter=type_filter)
+            memories, more = await _off_loop(len(nodes), lambda: _page_of_nodes(nodes, query))
+            last = memories[-1]["memory_id"] if memories else None
+        else:
+            ids = await store.list_ids(workspace_id)
+            page, more = await _off_loop(len(ids), lambda: _page_of_ids(ids, query.after, query.limit))
+            memories = [_memory_dict(node) for node in await store.get(workspace_id, page)]
+            last = page[-1] if page else None
+        next_cursor = await self.cursors.issue(workspace_id, query, last) if more and last is not None else None
+        return _json({"memories": memories, "next_cursor": next_cursor}, request_id_from(request.scope["headers"]))
+
+    async def get_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
+        workspace_id, store = await self.existing(workspace_id, "read", "reading a memory")
+        node = await _one(store, workspace_id, memory_id)
+        return _json(_memory_dict(node), request_id_from(request.scope["headers"]))
+
+    async def patch_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
+        workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
+
+        async def change() -> Response:
+            _, store = await self.existing(workspace_id, "write", "PATCH of a memory")
+            patch = _patch_body(await request.body())
+            async with store.lock(workspace_id):
+                node = await _one(store, workspace_id, memory_id)
+                current = memory_from_node(node).model_dump(mode="json")
+                for name in FIXED_FIELDS:
+                    if name in patch and patch[name] != current[name]:
+                        raise InvalidRequestError(f"{name} cannot be changed", details={"field": name})
+                updated = _patched(current, patch)
+                new_node = updated.to_vector_node()
+                if new_node.content == node.content and node.vector is not None:
+                    new_node.vector = node.vector  # the indexed text is unchanged: keep its embedding
+                await store.upsert(workspace_id, [new_node])
+            return _json(updated.model_dump(mode="json"), request_id_from(request.scope["headers"]))
+
+        return await self.audited(request, workspace_id, "patch_memory", change)
+
+    async def delete_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
+        workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
+
+        async def change() -> Response:
+            _, store = await self.existing(workspace_id, "write", "DELETE of a memory")
+            async with store.lock(workspace_id):
+                if not await store.delete_ids(workspace_id, [memory_id]):
+                    raise NotFoundError("no such memory", details={"memory_id": memory_id})
+            return _json({"deleted": True, "memory_id": memory_id}, request_id_from(request.scope["headers"]))
+
+        return await self.audited(request, workspace_id, "delete_memory", change)
+
+    async def export(self, request: Request, workspace_id: str) -> Response:
+        workspace_id, store = await self.existing(workspace_id, "read", "an export")
+        ids = await store.list_ids(workspace_id)
+        name = quote(f"{workspace_id}.jsonl", safe="")
+        headers = {
+            "x-request-id": request_id_from(request.scope["headers"]),
+            "content-disposition": f"attachment; filename*=UTF-8''{name}",
+        }
+        return StreamingResponse(
+            _export_chunks(store, workspace_id, ids), media_type="application/x-ndjson", headers=headers
+        )
+
+    async def import_library(self, request: Request, workspace_id: str) -> Response:
+        workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
+
+        async def change() -> Response:
+            _, store = await self.existing(workspace_id, "write", "an import")
+            body = await request.body()
+            nodes = await parse_library_bytes(body, workspace_id, "the request body")
+            async with store.lock(workspace_id):
+                size = await store.replace_workspace(workspace_id, nodes)
+            return _json({"size": size}, request_id_from(request.scope["headers"]))
+
+        return await self.audited(request, workspace_id, "import", change)
+
+
+def _summary(workspace_id: str, nodes: Sequence[VectorNode]) -> dict[str, Any]:
+    counts = dict.fromkeys(MEMORY_TYPES, 0)
+    last = ""
+    for node in nodes:
+        kind = str(node.metadata.get("memory_type", "task"))
+        counts[kind] = counts.get(kind, 0) + 1
+        last = max(last, str(node.metadata.get("time_modified", "")))
+    return {"workspace_id": workspace_id, "size": len(nodes), "counts": counts, "last_modified": last or None}
+
+
+async def _one(store: VectorStore, workspace_id: str, memory_id: str) -> VectorNode:
+    found = await store.get(workspace_id, [memory_id])
+    if not found:
+        raise NotFoundError("no such memory", details={"memory_id": memory_id})
+    return found[0]
+
+
+def _patch_body(raw: bytes) -> dict[str, Any]:
+    try:
+        patch = orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(f"malformed JSON body: {exc}") from None
+    if not isinstance(patch, dict) or not patch:
+        raise InvalidRequestError("the body must be a JSON object of the fields to change")
+    return patch
+
+
+def _patched(current: dict[str, Any], patch: dict[str, Any]) -> BaseMemory:
+    """The memory with `patch` applied and validated; unknown fields are a 400 naming them."""
+    merged = {**current, **patch}
+    if "time_modified" not in patch:
+        merged["time_modified"] = now_str()
+    try:
+        updated = memory_from_dict(merged)
+    except ValidationError as exc:
+        raise InvalidRequestError(describe_validation_errors(exc, prefix="invalid memory: ", limit=3)) from None
+    unknown = sorted(set(patch) - set(type(updated).model_fields))
+    if unknown:
+        raise InvalidRequestError(
+            f"unknown field(s) {', '.join(unknown)}; a {updated.memory_type} memory has "
+            f"{', '.join(name for name in type(updated).model_fields if name != 'relevance')}",
+            details={"field": unknown[0]},
+        )
+    return updated
+
+
+async def _export_chunks(store: VectorStore, workspace_id: str, ids: list[str]) -> AsyncIterator[bytes]:
+    """The workspace's memories as library lines, `EXPORT_BATCH` at a time (fetched, then encoded off the loop), so
+    the server holds one batch rather than the workspace. Memories deleted during the export are left out."""
+    for start in range(0, len(ids), EXPORT_BATCH):
+        nodes = await store.get(workspace_id, ids[start : start + EXPORT_BATCH])
+        yield await asyncio.to_thread(_encode, nodes)
+
+
+def _encode(nodes: list[VectorNode]) -> bytes:
+    return b"".join(memory_line(memory_from_node(node)) for node in nodes)
+
+
+JSONL_OK: dict[str, Any] = {
+    "description": "ReMe library JSONL: one memory dict a line (the vector_store dump's format)",
+    "content": {"application/x-ndjson": {}},
+}
+
+
+def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
+    """Add the management routes to `api` (called once by `server.http.create_http_app`)."""
+    manage = ManageAPI(app)
+    errors: dict[int | str, dict[str, Any]] = {
+        code: FLOW_ERROR_RESPONSES[code] for code in (400, 401, 403, 429, 500, 503)
+    }
+    errors[404] = {"description": "no such workspace or memory (the error envelope)"}
+    body_errors: dict[int | str, dict[str, Any]] = {
+        code: FLOW_ERROR_RESPONSES[code] for code in (408, 413, 502)
+    }  # a body, and an embedding call
+
+    async def workspaces(request: Request) -> Response:
+        return await manage.workspaces(request)
+
+    async def list_memories(request: Request, workspace_id: str = WorkspaceId) -> Response:
+        return await manage.list_memories(request, workspace_id)
+
+    async def get_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
+        return await manage.get_memory(request, workspace_id, memory_id)
+
+    async def patch_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
+        return await manage.patch_memory(request, workspace_id, memory_id)
+
+    async def delete_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
+        return await manage.delete_memory(request, workspace_id, memory_id)
+
+    async def export(request: Request, workspace_id: str = WorkspaceId) -> Response:
+        return await manage.export(request, workspace_id)
+
+    async def import_library(request: Request, workspace_id: str = WorkspaceId) -> Response:
+        return await manage.import_library(request, workspace_id)
+
+    memory_path = "/workspaces/{workspace_id}/memories/{memory_id}"
+    routes: list[tuple[str, str, Callable[..., Awaitable[Response]], type[BaseModel] | None, str]] = [
+        ("GET", "/workspaces", workspaces, WorkspaceList, "The workspaces this API key covers, with their counts"),
+        (
+            "GET",
+            "/workspaces/{workspace_id}/memories",
+            list_memories,
+            MemoryPage,
+            "A page of memories by memory id: limit (≤ 500, default 50), cursor, memory_type, q (text in "
+            "when_to_use or content), since, until (time_modified, inclusive)",
+        ),
+        ("GET", memory_path, get_memory, MemoryDict, "One memory"),
+        (
+            "PATCH",
+            memory_path,
+            patch_memory,
+            MemoryDict,
+            "Change a memory's fields (re-embedded when when_to_use "
+            "changes); the body is a JSON object of the fields to change",
+        ),
+        ("DELETE", memory_path, delete_memory, MemoryDeleted, "Delete a memory"),
+        (
+            "GET",
+            "/workspaces/{workspace_id}/export",
+            export,
+            None,
+            "The workspace as ReMe library JSONL, one memory a line (streamed)",
+        ),
+        (
+            "POST",
+            "/workspaces/{workspace_id}/import",
+            import_library,
+            ImportResult,
+            "Replace the workspace with a ReMe library JSONL body, atomically (like vector_store load)",
+        ),
+    ]
+    for method, path, endpoint, model, summary in routes:
+        api.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            summary=summary,
+            response_class=Response,
+            responses={
+                200: {"model": model, "description": "success"} if model else JSONL_OK,
+                **errors,
+                **(body_errors if method in ("PATCH", "POST") else {}),
+            },
+            name=f"manage_{endpoint.__name__}",
+            tags=["manage"],
+        )
