@@ -449,10 +449,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             order = sql.SQL("(embedding <#> %(q)s::vector) + 0, seq")
 
         async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+            # the best ids first (a scan computes only distances), then the rows of those few
             text = sql.SQL(
-                "SELECT id, content, metadata::text, embedding <#> %(q)s::vector "
-                "FROM {} WHERE {} ORDER BY {} LIMIT %(k)s"
-            ).format(table, where, order)
+                "SELECT t.id, t.content, t.metadata::text, best.d FROM "
+                "(SELECT id, seq, embedding <#> %(q)s::vector AS d FROM {t} WHERE {w} ORDER BY {o} LIMIT %(k)s) best "
+                "JOIN {t} t ON t.id = best.id ORDER BY best.d, best.seq"
+            ).format(t=table, w=where, o=order)
             async with conn.transaction():
                 if approximate:
                     ef = max(self.params.ef_search, top_k)
