@@ -69,6 +69,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 Conn = AsyncConnection[TupleRow]
 MAX_EF_SEARCH = 1_000  # pgvector's limit of hnsw.ef_search
+MAX_HNSW_DIM = 2_000  # pgvector's limit for an HNSW index on `vector`
 
 
 def _vector_text(vector: NDArray[np.float32]) -> str:
@@ -363,7 +364,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         digest = hashlib.sha256(workspace_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         return f"{self.prefix}n{digest}_{np.base_repr(self._next_seq(), 36).lower()}"
 
-    async def _create_table(self, conn: Conn, table: str, dim: int, *, index_now: bool) -> None:
+    async def _create_table(self, conn: Conn, table: str, dim: int) -> None:
         ident = sql.Identifier(table)
         await conn.execute(
             sql.SQL(
@@ -372,11 +373,18 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             ).format(t=ident, s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
         )
         await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
-        if index_now:
-            await self._create_index(conn, table)
 
-    async def _create_index(self, conn: Conn, table: str) -> None:
+    async def _create_index(self, conn: Conn, table: str, dim: int) -> None:
+        """The HNSW index (after the first rows: a bulk build); none with `index: exact`, nor beyond pgvector's
+        HNSW limit of 2,000 dimensions, where every search is exact."""
         if self.params.index != "hnsw":
+            return
+        if dim > MAX_HNSW_DIM:
+            logger.warning(
+                "no HNSW index for %d-dimensional vectors (pgvector indexes at most %d): searches scan every row",
+                dim,
+                MAX_HNSW_DIM,
+            )
             return
         await conn.execute(
             sql.SQL(
@@ -552,18 +560,19 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             )
 
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
-        assert batch.dim is not None
+        new_dim = batch.dim
+        assert new_dim is not None
 
         async def work(conn: Conn) -> int:
             table, dim = await self._register(conn, workspace_id)
             if dim is None:
-                await self._create_table(conn, table, batch.dim or 1, index_now=False)
+                await self._create_table(conn, table, new_dim)
                 await self._insert(conn, table, batch)
-                await self._create_index(conn, table)
-                await self._set_dim(conn, workspace_id, batch.dim)
+                await self._create_index(conn, table, new_dim)
+                await self._set_dim(conn, workspace_id, new_dim)
                 return len(batch)
-            if dim != batch.dim:  # another process fixed the dimension since `prepare` read it
-                raise dimension_error(workspace_id, dim, batch.dim or 0, "a vector of the batch")
+            if dim != new_dim:  # another process fixed the dimension since `prepare` read it
+                raise dimension_error(workspace_id, dim, new_dim, "a vector of the batch")
             await self._insert(conn, table, batch)
             return len(batch)
 
@@ -604,9 +613,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             fresh = self._table_name(workspace_id)
             if batch.ids:
                 assert batch.dim is not None
-                await self._create_table(conn, fresh, batch.dim, index_now=False)
+                await self._create_table(conn, fresh, batch.dim)
                 await self._insert(conn, fresh, batch)
-                await self._create_index(conn, fresh)
+                await self._create_index(conn, fresh, batch.dim)
             await self._set_dim(conn, workspace_id, batch.dim if batch.ids else None, fresh)
             await self._drop_table(conn, old)
             return len(batch)

@@ -207,6 +207,17 @@ async def test_down_at_start_then_recovers_without_restart(tmp_path: Path) -> No
         await store.close()
 
 
+async def test_vectors_beyond_the_hnsw_limit_are_searched_exactly(
+    store: PgvectorVectorStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    dim = 2_048  # e.g. wide embedding models; pgvector's HNSW indexes at most 2,000 dimensions
+    with caplog.at_level("WARNING", logger="reme_service.stores.pgvector"):
+        await store.upsert("wide", [make_node(f"w{i}", vector=unit_vector(i, dim=dim)) for i in range(30)])
+    assert "no HNSW index for 2048-dimensional vectors" in caplog.text
+    hits = await store.search_vector("wide", unit_vector(7, dim=dim), top_k=3)
+    assert hits[0].node.unique_id == "w7" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
 def test_parameters(tmp_path: Path) -> None:
     embedder = CountingEmbedder()
     store = create_store(
@@ -219,5 +230,7 @@ def test_parameters(tmp_path: Path) -> None:
         create_store("pgvector", {"dsn": "postgresql://x/y", "host": "z"}, embedder=embedder, data_dir=tmp_path)
     with pytest.raises(ConfigError, match="index"):
         create_store("pgvector", {"index": "ivf"}, embedder=embedder, data_dir=tmp_path)
+    with pytest.raises(ConfigError, match="invalid dsn"):
+        create_store("pgvector", {"dsn": "host=db port"}, embedder=embedder, data_dir=tmp_path)
     with pytest.raises(ConfigError, match="table_prefix"):
         create_store("pgvector", {"table_prefix": 'x"; drop'}, embedder=embedder, data_dir=tmp_path)
