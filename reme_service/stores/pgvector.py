@@ -91,6 +91,15 @@ def _unstorable(value: Any) -> bool:
     return False
 
 
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """Whether the error means the connection (or the server) is gone, rather than one statement failing: client-side
+    errors carry no SQLSTATE; class 08 is a connection exception; 57P01-57P03 a server shutting down or starting."""
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     backend = "pgvector"
 
@@ -200,7 +209,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     def _failure(self, action: str, exc: psycopg.Error) -> StoreError:
         """The StoreError for a database failure; a lost connection also drops the pools (the next request probes)."""
         reason = str(exc).strip()[:300]
-        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        if _connection_lost(exc):
             self._drop_pools()
             return StoreError(f"{self.where} is unreachable ({action}): {type(exc).__name__}: {reason}")
         return StoreError(f"{self.where}: {action} failed: {type(exc).__name__}: {reason}")
