@@ -264,3 +264,37 @@ def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_serv
         assert error["code"] == "dimension_mismatch"
         assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
         assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+
+
+def test_postgres_foreign_dimension_is_400_naming_both(serve: ServeFn, pg_dsn: str) -> None:  # noqa: F811
+    import numpy as np
+
+    from reme_service.providers.embedding.hash import HashEmbeddingClient
+    from reme_service.schema.vector_node import VectorNode
+    from reme_service.stores.params import PgvectorStoreParams
+    from reme_service.stores.pgvector import PgvectorVectorStore
+
+    prefix = f"d{secrets.token_hex(4)}_"
+
+    async def write_elsewhere() -> None:  # another deployment wrote 3-dimensional vectors into the workspace
+        params = PgvectorStoreParams(dsn=pg_dsn, table_prefix=prefix)
+        store = PgvectorVectorStore(params, embedder=HashEmbeddingClient(dimensions=8))  # (the vector is given)
+        node = VectorNode(unique_id="old", content="written elsewhere", vector=np.array([0.6, 0.8, 0.0], np.float32))
+        await store.upsert("ws", [node])
+        await store.close()
+
+    asyncio.run(write_elsewhere())
+    overrides = [
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn={pg_dsn}",
+        f"vector_store.default.params.table_prefix={prefix}",
+    ]
+    with serve(*overrides) as client:
+        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
+        assert r.status_code == 400, r.text
+        error = r.json()["metadata"]["error"]
+        assert error["code"] == "dimension_mismatch"
+        assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
+        assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
+        assert r.status_code == 400 and r.json()["metadata"]["error"]["code"] == "dimension_mismatch"
