@@ -58,18 +58,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_mcp(app)
         return 0
     from reme_service.server.run import listen, run_http
+    from reme_service.server.workers import Supervisor, inherited_socket, require_shared_stores
 
     http = app.config.http
-    try:
-        sock = listen(http.host, http.port)
-    except ConfigError as exc:
-        sys.stderr.write(f"reme: {exc.message}\n")
-        return 2
-    mcp_note = " and MCP at /mcp, /sse" if app.config.mcp.mount else ""
-    sys.stderr.write(
-        f"reme: starting {len(app.flows)} flows on http://{http.host}:{http.port} (docs at /docs{mcp_note}); "
-        f"data in {app.data_dir}\n"
-    )
+    sock = inherited_socket()  # a worker of `http.workers`: its parent bound the port and said so
+    if sock is None:
+        try:
+            require_shared_stores(app.config)
+            sock = listen(http.host, http.port)
+        except ConfigError as exc:
+            sys.stderr.write(f"reme: {exc.message}\n")
+            return 2
+        mcp_note = " and MCP at /mcp, /sse" if app.config.mcp.mount else ""
+        processes = f" in {http.workers} processes" if http.workers > 1 else ""
+        sys.stderr.write(
+            f"reme: starting {len(app.flows)} flows on http://{http.host}:{http.port}{processes} "
+            f"(docs at /docs{mcp_note}); data in {app.data_dir}\n"
+        )
+        if http.workers > 1:
+            return Supervisor(args, sock, http.workers).run()
     try:
         run_http(app, sock)
     except ReMeError as exc:  # the app could not start (a store locked by another process, ...)

@@ -44,6 +44,13 @@ class HttpConfig(_Strict):
     shutdown_timeout: float = Field(
         default=30.0, ge=0, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled"
     )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="service processes sharing the port; more than 1 needs a shared store (pgvector, a Chroma or "
+        "Qdrant server, Elasticsearch)",
+    )
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
     access_log: bool = False
 

@@ -5,22 +5,28 @@ Restart: queued jobs run again in their order; a job that was running when the p
 (the flows write memories in one store call at their end, so a second run writes them once), and fails if it is
 interrupted again. An `Idempotency-Key` is remembered per API key for `jobs.keep_hours`: the same key with the same
 body gives the same job, with another body a 409. Finished jobs are forgotten after `jobs.keep_hours`.
+
+Several processes (`http.workers`) share the jobs folder: a job runs where its run lock is taken (`JobFiles.claim`),
+each process runs the jobs it accepted unless another took them first, one starting up takes the jobs nobody holds,
+and a job this process does not run is read from its file when asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from reme_service.auth.caller import Caller
 from reme_service.config.models import JobsConfig
 from reme_service.errors import ConflictError, OverloadedError, ReMeError, error_envelope
-from reme_service.jobs.files import JobFiles
+from reme_service.jobs.files import JobFiles, key_digest
 from reme_service.jobs.record import MAX_ATTEMPTS, Job, now
 
 logger = logging.getLogger("reme_service.jobs")
@@ -28,6 +34,8 @@ logger = logging.getLogger("reme_service.jobs")
 Execute = Callable[[Job], Awaitable[tuple[int, dict[str, Any]]]]
 PRUNE_SECONDS = 600.0
 MAX_WAIT_SECONDS = 60.0
+POLL_SECONDS = 0.25  # how often a long poll reads the file of a job another process runs
+_JOB_ID = re.compile(r"job_[0-9a-f]{32}")
 
 
 class JobQueue:
@@ -43,20 +51,24 @@ class JobQueue:
         self._by_key: dict[tuple[str | None, str], str] = {}
         self._pruner: asyncio.Task[None] | None = None
         self._stopping = False
+        self._mine: set[str] = set()  # jobs this process is running (holds their run lock)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         jobs = await asyncio.to_thread(self.files.load_all)
         for job in jobs:
-            if job.status == "running":  # the process stopped while it ran (not yet visible: no race)
-                job.status = "queued" if job.attempts < MAX_ATTEMPTS else "failed"
-                if job.status == "failed":
-                    job.finished_at = now()
-                    job.http_status = 500
-                    job.result = _failure(job, "the job was interrupted by a restart twice; it was not run again")
-                await asyncio.to_thread(self.files.save, job)
             self._remember(job)
+            if job.finished:
+                continue
+            fd = await asyncio.to_thread(self.files.claim, job.job_id)
+            if fd is None:
+                continue  # another process is running it
+            try:
+                if job.status == "running":  # the process that ran it stopped
+                    job = await self._orphaned(job)
+            finally:
+                self.files.release(fd)
             if job.status == "queued":
                 self._queue.append(job.job_id)
         if jobs:
@@ -64,6 +76,15 @@ class JobQueue:
         await self._prune()
         self._pruner = asyncio.create_task(self._prune_every(), name="reme-jobs-prune")
         self._dispatch()
+
+    async def _orphaned(self, job: Job) -> Job:
+        """A job whose process stopped while it ran: queued again, or failed when that happened twice."""
+        if job.attempts < MAX_ATTEMPTS:
+            return await self._record(job, status="queued")
+        message = "the job was interrupted by a restart twice; it was not run again"
+        return await self._record(
+            job, status="failed", finished_at=now(), http_status=500, result=_failure(job, message)
+        )
 
     async def stop(self) -> None:
         """Stop running jobs (they stay `running` on disk and run again at the next start)."""
@@ -90,13 +111,9 @@ class JobQueue:
     ) -> tuple[Job, bool]:
         """The new job, queued and on disk; or, for a known `idempotency_key`, the job it named (True)."""
         if idempotency_key is not None:
-            known = self._jobs.get(self._by_key.get((caller.key_id, idempotency_key), ""))
+            known = await self._job_of_key(caller, idempotency_key)
             if known is not None:
-                if known.body_hash != body_hash or known.flow != flow:
-                    raise ConflictError(
-                        "this Idempotency-Key was used with another request; use a new key for a new request"
-                    )
-                return known, True
+                return self._replay(known, flow, body_hash), True
         queued = sum(1 for job_id in self._queue if job_id in self._jobs)
         if queued >= self.config.max_queued:
             raise OverloadedError(f"{queued} jobs are waiting (jobs.max_queued); retry later")
@@ -110,25 +127,73 @@ class JobQueue:
             body_hash=body_hash,
         )
         await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
+        if idempotency_key is not None:
+            digest = key_digest(caller.key_id, idempotency_key)
+            holder = await asyncio.to_thread(self.files.reserve_key, digest, job.job_id)
+            if holder != job.job_id:  # another process took the key meanwhile: its job is the one
+                await asyncio.to_thread(self.files.remove, job.model_copy(update={"idempotency_key": None}))
+                known = self._jobs.get(holder) or await asyncio.to_thread(self.files.load, holder)
+                if known is None:
+                    raise ConflictError("this Idempotency-Key is being used by a request in progress; retry shortly")
+                return self._replay(known, flow, body_hash), True
         self._remember(job)
         self._queue.append(job.job_id)
         self._dispatch()
         return job, False
 
-    def get(self, job_id: str) -> Job | None:
+    async def _job_of_key(self, caller: Caller, idempotency_key: str) -> Job | None:
+        job_id = self._by_key.get((caller.key_id, idempotency_key))
+        if job_id is None:
+            path = self.files.keys / key_digest(caller.key_id, idempotency_key)
+            job_id = await asyncio.to_thread(_read_or_none, path)
+        if job_id is None:
+            return None
+        return self._jobs.get(job_id) or await asyncio.to_thread(self.files.load, job_id)
+
+    @staticmethod
+    def _replay(known: Job, flow: str, body_hash: str) -> Job:
+        if known.body_hash != body_hash or known.flow != flow:
+            raise ConflictError("this Idempotency-Key was used with another request; use a new key for a new request")
+        return known
+
+    def known(self, job_id: str) -> Job | None:
+        """The job as this process last saw it (no file read)."""
         return self._jobs.get(job_id)
+
+    async def get(self, job_id: str) -> Job | None:
+        """The job as it is now: from memory when this process runs it or it is finished, else from its file
+        (another process may run it)."""
+        job = self._jobs.get(job_id)
+        if job is not None and (job.finished or job_id in self._mine):
+            return job
+        if not _JOB_ID.fullmatch(job_id):
+            return None
+        on_disk = await asyncio.to_thread(self.files.load, job_id)
+        if on_disk is not None:
+            self._jobs[job_id] = on_disk
+        return on_disk or job
 
     async def wait(self, job_id: str, seconds: float) -> Job | None:
         """The job once finished, or as it is after `seconds` (at most `MAX_WAIT_SECONDS`)."""
-        job = self._jobs.get(job_id)
+        job = await self.get(job_id)
         if job is None or job.finished or seconds <= 0:
             return job
-        event = self._finished.setdefault(job_id, asyncio.Event())
-        try:
-            await asyncio.wait_for(event.wait(), min(seconds, MAX_WAIT_SECONDS))
-        except TimeoutError:
-            pass
-        return self._jobs.get(job_id)
+        deadline = asyncio.get_running_loop().time() + min(seconds, MAX_WAIT_SECONDS)
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return await self.get(job_id)
+            if job_id in self._mine:  # run here: woken when it finishes
+                event = self._finished.setdefault(job_id, asyncio.Event())
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    pass
+            else:  # run by another process (or about to be): its file says when
+                await asyncio.sleep(min(POLL_SECONDS, remaining))
+            job = await self.get(job_id)
+            if job is None or job.finished:
+                return job
 
     # -- running ------------------------------------------------------------------------------------------
 
@@ -163,6 +228,15 @@ class JobQueue:
         return changed
 
     async def _run(self, job: Job) -> None:
+        fd = await asyncio.to_thread(self.files.claim, job.job_id)
+        if fd is None:  # another process took it first: it runs it
+            self._running[job.workspace_id] -= 1
+            if self._running[job.workspace_id] <= 0:
+                del self._running[job.workspace_id]
+            self._forget_task()
+            self._dispatch()
+            return
+        self._mine.add(job.job_id)
         try:
             job = await self._record(job, status="running", started_at=now(), attempts=job.attempts + 1)
             try:
@@ -176,13 +250,18 @@ class JobQueue:
             if event is not None:
                 event.set()
         finally:
+            self.files.release(fd)
+            self._mine.discard(job.job_id)
             self._running[job.workspace_id] -= 1
             if self._running[job.workspace_id] <= 0:
                 del self._running[job.workspace_id]
-            task = asyncio.current_task()
-            if task is not None:
-                self._tasks.discard(task)
+            self._forget_task()
             self._dispatch()
+
+    def _forget_task(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.discard(task)
 
     # -- forgetting ---------------------------------------------------------------------------------------
 
@@ -195,7 +274,7 @@ class JobQueue:
         cutoff = now() - timedelta(hours=self.config.keep_hours)
         old = [j for j in self._jobs.values() if j.finished and j.finished_at is not None and j.finished_at < cutoff]
         for job in old:
-            await asyncio.to_thread(self.files.remove, job.job_id)
+            await asyncio.to_thread(self.files.remove, job)
             del self._jobs[job.job_id]
             if job.idempotency_key is not None:
                 self._by_key.pop((job.caller.key_id, job.idempotency_key), None)
@@ -203,3 +282,10 @@ class JobQueue:
 
 def _failure(job: Job, message: str) -> dict[str, Any]:
     return error_envelope(ReMeError(message), job.job_id)
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None

@@ -9,11 +9,13 @@ Families (all prefixed `reme_`):
 - `llm_calls_total{llm,operation,outcome}` and `llm_calls_duration_seconds{llm,operation}`, the same for
   `embedding_calls_*{embedding_model,...}` and `store_operations_*{store,...}` (`outcome`: ok, error, cancelled);
 - `resident_workspaces{store}`: workspaces held in memory by stores that hold them;
-- `build_info{version}`, and the process collector's `process_*` (CPU, resident memory, open file descriptors).
+- `build_info{version}`, `process_info{pid}` (which worker answered), and the process collector's `process_*`
+  (CPU, resident memory, open file descriptors).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -88,6 +90,10 @@ class Metrics:
         self._resident = _Resident()
         reg.register(self._resident)
         Gauge("reme_build_info", "the running version (always 1)", ["version"], registry=reg).labels(__version__).set(1)
+        # which process answered the scrape (`http.workers` > 1: each worker keeps its own counts)
+        Gauge("reme_process_info", "this service process (always 1)", ["pid"], registry=reg).labels(
+            str(os.getpid())
+        ).set(1)
         ProcessCollector(registry=reg)
 
     def meter(self, kind: ClientKind, name: str) -> Meter:

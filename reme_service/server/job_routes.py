@@ -61,7 +61,7 @@ def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
         wait: float = Query(0, ge=0, le=60, description="seconds to wait for the job to finish (long poll)"),
     ) -> Response:
         caller = current_caller.get() or TRUSTED
-        job = app.jobs.get(job_id)
+        job = await app.jobs.get(job_id)
         if job is None or not caller.may_use(job.workspace_id):
             return error_response(NotFoundError(f"no job {job_id!r}"), request)
         job = await app.jobs.wait(job_id, wait) or job

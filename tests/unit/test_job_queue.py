@@ -60,7 +60,7 @@ async def test_workers_and_workspaces_bound_what_runs_at_once(tmp_path: Path) ->
         await until(lambda: set(runs.running) == {b1.job_id, a2.job_id})  # a2 is older than c1
         for job in (b1, a2, c1):
             runs.finish(job.job_id)
-        await until(lambda: all(queue.get(j.job_id).status == "done" for j in (a1, a2, b1, c1)))  # type: ignore[union-attr]
+        await until(lambda: all(queue.known(j.job_id).status == "done" for j in (a1, a2, b1, c1)))  # type: ignore[union-attr]
         assert runs.peak == 2
     finally:
         await queue.stop()
@@ -80,14 +80,14 @@ async def test_a_restart_runs_queued_jobs_again_and_fails_one_interrupted_twice(
     queue = JobQueue(JobsConfig(), files, runs)
     await queue.start()
     try:
-        failed = queue.get("j2")
+        failed = queue.known("j2")
         assert failed is not None and failed.status == "failed" and failed.http_status == 500
         assert "interrupted by a restart twice" in failed.result["metadata"]["error"]["message"]  # type: ignore[index]
         await until(lambda: set(runs.running) == {"j1", "j3"})
         runs.finish("j1")
         runs.finish("j3")
-        await until(lambda: queue.get("j1").status == "done" and queue.get("j3").status == "done")  # type: ignore[union-attr]
-        assert queue.get("j1").attempts == 2  # type: ignore[union-attr]
+        await until(lambda: queue.known("j1").status == "done" and queue.known("j3").status == "done")  # type: ignore[union-attr]
+        assert queue.known("j1").attempts == 2  # type: ignore[union-attr]
         assert (tmp_path / "broken.json.bad").exists()  # set aside, not fatal
         reloaded = {job.job_id: job.status for job in files.load_all()}
         assert reloaded == {"j1": "done", "j2": "failed", "j3": "done"}  # every change is on disk
@@ -103,7 +103,7 @@ async def test_finished_jobs_and_their_keys_are_forgotten_after_keep_hours(tmp_p
     queue = JobQueue(JobsConfig(keep_hours=24), files, Runs())
     await queue.start()
     try:
-        assert queue.get("old") is None and not (tmp_path / "old.json").exists()
+        assert queue.known("old") is None and not (tmp_path / "old.json").exists()
         job = await submit(queue, "a", key="k")  # the key is free again
         assert job.job_id != "old"
     finally:
@@ -126,4 +126,47 @@ async def test_a_full_queue_refuses_new_jobs(tmp_path: Path) -> None:
     finally:
         for job_id in list(runs.release):
             runs.finish(job_id)
+        await queue.stop()
+
+
+async def test_two_processes_share_the_jobs_folder(tmp_path: Path) -> None:
+    """Two queues on one folder stand for two service processes: a job runs in one of them, the other reads it from
+    its file, and an Idempotency-Key names one job whichever process is asked."""
+    runs_a, runs_b = Runs(), Runs()
+    a = JobQueue(JobsConfig(), JobFiles(tmp_path), runs_a)
+    b = JobQueue(JobsConfig(), JobFiles(tmp_path), runs_b)
+    await a.start()
+    try:
+        job = await submit(a, "ws", key="same")
+        await until(lambda: runs_a.running == [job.job_id])
+        await b.start()  # b finds the job running, with its run lock held by a: not b's to run
+        seen = await b.get(job.job_id)
+        assert seen is not None and seen.status == "running" and runs_b.running == []
+        again, known = await b.submit(
+            flow="f", workspace_id="ws", request={}, caller=TRUSTED, idempotency_key="same", body_hash="ws"
+        )
+        assert known and again.job_id == job.job_id  # the key is on disk, not only in a's memory
+        runs_a.finish(job.job_id)
+        done = await b.wait(job.job_id, 10)  # b polls the file a writes
+        assert done is not None and done.status == "done"
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_job_left_running_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
+    files = JobFiles(tmp_path)
+    left = Job(job_id=f"job_{'a' * 32}", flow="f", workspace_id="ws", request={}, caller=TRUSTED, status="running")
+    left.attempts = 1
+    files.save(left)  # its process died: nobody holds its run lock
+    runs = Runs()
+    queue = JobQueue(JobsConfig(), files, runs)
+    await queue.start()
+    try:
+        await until(lambda: runs.running == [left.job_id])
+        assert files.claim(left.job_id) is None  # held by the queue that runs it now
+        runs.finish(left.job_id)
+        done = await queue.wait(left.job_id, 10)
+        assert done is not None and done.status == "done" and done.attempts == 2
+    finally:
         await queue.stop()

@@ -1,0 +1,112 @@
+"""`http.workers` > 1: one port, several service processes. The parent binds the socket (`run.listen`), starts
+`workers` children that each run the whole service on that inherited socket (the kernel hands each connection to
+one of them), restarts a child that dies, and on SIGTERM or SIGINT passes the signal on and waits for them.
+
+Several processes need a store they can all reach: `require_shared_stores` refuses the `local` and `memory`
+stores and the embedded modes of Chroma and Qdrant, which belong to one process. What else is on disk is safe to
+share: the key file is re-read by every process, audit lines are appended whole, and jobs are claimed with a file
+lock (`jobs/files.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from reme_service.config.models import AppConfig
+from reme_service.errors import ConfigError
+
+logger = logging.getLogger("reme_service.workers")
+
+#: the child's listening socket, inherited from the parent (not a REME_ variable: never a config key)
+LISTEN_FD_ENV = "REMESVC_LISTEN_FD"
+QUICK_DEATH_SECONDS = 5.0  # a child that dies sooner than this after its start ...
+MAX_QUICK_DEATHS = 3  # ... this many times in a row stops the service (it cannot start: say so, do not loop)
+
+
+def shared_store_problem(config: AppConfig) -> str | None:
+    """Why the configured stores cannot serve several processes, or None when they can."""
+    for name, store in config.vector_store.items():
+        backend = store.backend.strip().lower()
+        params = store.params
+        if backend in ("pgvector", "elasticsearch"):
+            continue
+        if backend == "chroma" and params.get("host"):
+            continue
+        if backend == "qdrant" and (params.get("url") or params.get("host")):
+            continue
+        return f"vector_store.{name} is {backend!r}{' (embedded)' if backend in ('chroma', 'qdrant') else ''}"
+    return None
+
+
+def require_shared_stores(config: AppConfig) -> None:
+    workers = config.http.workers
+    problem = shared_store_problem(config) if workers > 1 else None
+    if problem is not None:
+        raise ConfigError(
+            f"http.workers={workers} needs a store several processes can share, and {problem}: use pgvector, a "
+            "Chroma or Qdrant server, or Elasticsearch (docs/scaling.md), or http.workers=1"
+        )
+
+
+def inherited_socket() -> socket.socket | None:
+    """The listening socket a parent handed this process, if any."""
+    fd = os.environ.get(LISTEN_FD_ENV)
+    return socket.socket(fileno=int(fd)) if fd else None
+
+
+class Supervisor:
+    def __init__(self, args: Sequence[str], sock: socket.socket, workers: int) -> None:
+        self.args = [*args, "http.workers=1"]
+        self.sock = sock
+        self.workers = workers
+        self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}  # slot -> (process, started)
+        self.stopping = False
+        self.quick_deaths = 0
+
+    def _spawn(self, slot: int) -> None:
+        env = {**os.environ, LISTEN_FD_ENV: str(self.sock.fileno())}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reme_service", *self.args], env=env, pass_fds=(self.sock.fileno(),)
+        )
+        self.children[slot] = (process, time.monotonic())
+
+    def _stop(self, signum: int, _: FrameType | None) -> None:
+        self.stopping = True
+        for process, _started in self.children.values():
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        for slot in range(self.workers):
+            self._spawn(slot)
+        try:
+            while self.children:
+                for slot, (process, started) in list(self.children.items()):
+                    code = process.poll()
+                    if code is None:
+                        continue
+                    del self.children[slot]
+                    if self.stopping:
+                        continue
+                    quick = time.monotonic() - started < QUICK_DEATH_SECONDS
+                    self.quick_deaths = self.quick_deaths + 1 if quick else 0
+                    if self.quick_deaths >= MAX_QUICK_DEATHS:
+                        sys.stderr.write(f"reme: worker processes keep exiting (last code {code}); stopping\n")
+                        self._stop(signal.SIGTERM, None)
+                        continue
+                    logger.warning("worker %d exited with %s; starting another", slot, code)
+                    self._spawn(slot)
+                time.sleep(0.2)  # the supervisor's poll interval: it only watches its children
+        finally:
+            self.sock.close()
+        return 1 if self.quick_deaths >= MAX_QUICK_DEATHS else 0

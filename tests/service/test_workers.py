@@ -1,0 +1,122 @@
+"""`http.workers`: several service processes on one port over PostgreSQL — they share the port, the store and the
+jobs; a worker that dies is replaced; SIGTERM stops them all; a store only one process can own is refused."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conditions import until_sync
+from tests.fakes.service_process import free_port, wait_ready
+
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]
+
+TRAJECTORY = {
+    "task_id": "t",
+    "messages": [{"role": "user", "content": "book a flight"}, {"role": "assistant", "content": "booked"}],
+    "score": 1.0,
+}
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+def test_a_store_one_process_owns_is_refused_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "reme_service", "http.workers=2", f"data_dir={tmp_path}", f"http.port={free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "reme: http.workers=2 needs a store several processes can share, and vector_store.default is 'local': use "
+        "pgvector, a Chroma or Qdrant server, or Elasticsearch (docs/scaling.md), or http.workers=1"
+    ]
+
+
+def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> None:
+    port = free_port()
+    args = [
+        "http.workers=2",
+        f"http.port={port}",
+        f"data_dir={tmp_path / 'data'}",
+        "embedding_model.default.backend=hash",
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn={pg_dsn}",
+        f"vector_store.default.params.table_prefix=w{secrets.token_hex(3)}_",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))}
+    parent = subprocess.Popen([sys.executable, "-m", "reme_service", *args], env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(parent, base, limit=120)
+        until_sync(lambda: len(children_of(parent.pid)) == 2, limit=30)
+        workers = children_of(parent.pid)
+        with httpx.Client(base_url=base, timeout=30) as client:
+            # many connections: the kernel spreads them over both workers, which see one store
+            def worker_of(fresh: httpx.Client) -> int:
+                metrics = fresh.get("/metrics").text
+                return int(
+                    next(line for line in metrics.splitlines() if line.startswith("reme_process_info")).split('"')[1]
+                )
+
+            inserted_by: set[int] = set()
+            for i in range(200):  # new connections until both workers have written (the kernel picks one each time)
+                if i >= 40 and len(inserted_by) == 2:
+                    break
+                with httpx.Client(base_url=base, timeout=30) as fresh:
+                    memory = {"when_to_use": f"case {i}", "content": f"advice {i}"}
+                    r = fresh.post(
+                        "/vector_store", json={"workspace_id": "w", "action": "insert", "memory_dicts": [memory]}
+                    )
+                    assert r.json()["success"] is True
+                    inserted_by.add(worker_of(fresh))
+            assert inserted_by == workers
+            count = i
+            listed = client.post("/vector_store", json={"workspace_id": "w", "action": "list"}).json()
+            assert len(listed["metadata"]["action_result"]) == count  # every write, whichever worker took it
+            # a job accepted by one worker is found by either
+            job = client.post(
+                "/summary_task_memory_simple",
+                json={"workspace_id": "w", "trajectories": [TRAJECTORY], "async": True},
+            ).json()["job_id"]
+            answered_by: set[int] = set()
+            for _ in range(200):  # until both workers have been asked
+                if len(answered_by) == 2:
+                    break
+                with httpx.Client(base_url=base, timeout=30) as fresh:
+                    seen = fresh.get(f"/jobs/{job}", params={"wait": 10})
+                    assert seen.status_code == 200 and seen.json()["status"] == "done", seen.text
+                    answered_by.add(worker_of(fresh))
+            assert answered_by == workers  # both found it
+            # a worker that dies is replaced; the service keeps answering
+            victim = min(workers)
+            os.kill(victim, signal.SIGKILL)
+            until_sync(lambda: len(children_of(parent.pid) - {victim}) == 2, limit=60)
+            wait_ready(parent, base, limit=60)
+            assert client.get("/health").json()["vector_store"]["default"]["status"] == "ok"
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        _, stderr = parent.communicate(timeout=60)
+    assert parent.returncode == 0, stderr
+    assert "in 2 processes" in stderr
+    assert children_of(parent.pid) == set()
