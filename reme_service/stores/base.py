@@ -19,7 +19,7 @@ Semantics every backend must honour (tests/contract/ checks them):
   query against the nodes' `content`, `(1 - w) * cos + w * bm25 / max(bm25)`, scores in [0, 1]; filters and
   `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here).
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
-  `list_ids` returns the ids alone, in the same order.
+  `list_ids` returns the ids alone, sorted (a stable order to page by).
 * **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
   failure leaves the old workspace untouched.
 * **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.
@@ -140,9 +140,9 @@ class VectorStore(ABC):
     ) -> list[VectorNode]: ...
 
     async def list_ids(self, workspace_id: str) -> list[str]:
-        """Every node id of the workspace, in insertion order ([] for an unknown one). Backends that can answer
-        without decoding every node override it (the in-process stores do); here it lists the nodes."""
-        return [node.unique_id for node in await self.list_nodes(workspace_id)]
+        """Every node id of the workspace, sorted ([] for an unknown one). Backends that can answer without decoding
+        every node override it (the in-process stores do); here it lists the nodes."""
+        return sorted(node.unique_id for node in await self.list_nodes(workspace_id))
 
     @abstractmethod
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:

@@ -150,7 +150,7 @@ class Batch:
 class WorkspaceState:
     """One workspace in RAM. Mutators run only under the gate's exclusive side (or on a private state)."""
 
-    __slots__ = ("dim", "matrix", "nodes", "rows", "gate", "lexical", "_lexical_lock")
+    __slots__ = ("dim", "matrix", "nodes", "rows", "gate", "lexical", "_lexical_lock", "_sorted_ids")
 
     def __init__(self, dim: int | None = None, matrix: NDArray[np.float32] | None = None) -> None:
         self.dim = dim
@@ -160,6 +160,15 @@ class WorkspaceState:
         self.gate = _Gate()
         self.lexical: LexicalIndex | None = None  # BM25 over node contents by row; built on first hybrid search
         self._lexical_lock = threading.Lock()
+        self._sorted_ids: list[str] | None = None  # the ids in order, kept until the set of ids changes
+
+    def sorted_ids(self) -> list[str]:
+        """The ids in sorted order (a copy), sorted once per change of the set of ids: paging through a workspace
+        costs a copy, not a sort. Runs under the shared gate; two readers racing both build the same list."""
+        ordered = self._sorted_ids
+        if ordered is None:
+            ordered = self._sorted_ids = sorted(self.rows)
+        return list(ordered)
 
     @property
     def size(self) -> int:
@@ -204,6 +213,7 @@ class WorkspaceState:
         for i, node in enumerate(nodes):
             row = rows.get(node.unique_id)
             if row is None:
+                self._sorted_ids = None
                 row = rows[node.unique_id] = len(row_nodes)
                 row_nodes.append(node)
                 if lexical is not None:
@@ -223,6 +233,7 @@ class WorkspaceState:
             row = rows.pop(uid, None)
             if row is None:
                 continue
+            self._sorted_ids = None
             deleted += 1
             last = len(row_nodes) - 1
             if lexical is not None:  # the same swap: the last row moves into the hole
@@ -588,12 +599,13 @@ class MemoryVectorStore(VectorStore):
         return await state.gate.run_shared(work, inline=inline)
 
     async def list_ids(self, workspace_id: str) -> list[str]:
-        """The ids alone, without decoding any node's metadata (the management API pages and exports by them)."""
+        """The ids alone, sorted, without decoding any node's metadata (the management API pages and exports by
+        them); the sorted order is kept between calls until the set of ids changes."""
         validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is None or state.size == 0:
             return []
-        return await state.gate.run_shared(partial(list, state.rows), inline=state.size < INLINE_ROWS * 16)
+        return await state.gate.run_shared(state.sorted_ids, inline=state.size < INLINE_ROWS * 16)
 
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False

@@ -328,6 +328,17 @@ class StoreContract:
 
     # ----- listing -----
 
+    async def test_list_ids_are_sorted_and_follow_every_change(self, store: VectorStore) -> None:
+        assert await store.list_ids(WS) == []
+        await store.upsert(WS, [make_node(uid, vector=unit_vector(i)) for i, uid in enumerate(["c", "a", "b"])])
+        assert await store.list_ids(WS) == ["a", "b", "c"]
+        await store.delete_ids(WS, ["b"])
+        assert await store.list_ids(WS) == ["a", "c"]  # asked again after a change: not a stale order
+        await store.upsert(
+            WS, [make_node("0", vector=unit_vector(7)), make_node("a", "changed", vector=unit_vector(8))]
+        )
+        assert await store.list_ids(WS) == ["0", "a", "c"]
+
     async def test_list_keeps_insertion_order_without_cap(self, store: VectorStore) -> None:
         count = 3_000
         nodes = [make_node(f"n{i:05d}", vector=unit_vector(i), i=i) for i in range(count)]

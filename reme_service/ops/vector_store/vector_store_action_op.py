@@ -80,7 +80,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         ctx.response.metadata["action_result"] = await handler(ctx, store)
 
     async def _list(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
-        """Every memory (ReMe), or the `limit` memories after the first `offset`, in the store's order."""
+        """Every memory (ReMe, in the store's order), or the `limit` memories after the first `offset` in id order."""
         limit, offset = ctx.input(LIMIT), ctx.input(OFFSET) or 0
         if limit is None and not offset:
             nodes = await store.list_nodes(ctx.workspace_id)
