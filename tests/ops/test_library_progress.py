@@ -51,9 +51,9 @@ async def test_a_library_load_logs_progress_and_its_total(
         result = await app.async_execute(name="vector_store", workspace_id="lib", action="load", path=str(library))
     assert result["metadata"]["action_result"] == {"size": SIZE}, result
     lines = [r.getMessage() for r in caplog.records if r.name == "reme_service.library"]
-    progress = [line for line in lines if line.startswith("reading lib.jsonl: ")]
+    progress = [line for line in lines if line.startswith("reading libraries/lib.jsonl: ")]  # as answers name it
     total = library.stat().st_size
     assert len(progress) >= SIZE - 1, lines
     assert f"/{total} bytes" in progress[-1] and "memories/s" in progress[-1]
-    assert lines[-2].startswith(f"read lib.jsonl: {SIZE} memories in ")
+    assert lines[-2].startswith(f"read libraries/lib.jsonl: {SIZE} memories in ")
     assert f"loaded {SIZE} memories into lib in " in lines[-1]  # the whole load: reading, embedding, storing

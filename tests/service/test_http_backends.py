@@ -213,10 +213,12 @@ def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tm
         "vector_store.default.params.timeout=5",
     ]
     with serve(*overrides) as client:
-        health = client.get("/health").json()
-        assert health["status"] == "degraded"
+        answer = client.get("/health")
+        health = answer.json()
+        assert answer.status_code == 503 and health["status"] == "down"
         store = health["vector_store"]["default"]
         assert store["status"] == "down" and f"127.0.0.1:{port}" in store["reason"]
+        assert client.get("/health/ready").status_code == 503 and client.get("/health/live").status_code == 200
         r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
         assert r.status_code == 503
         error = r.json()["metadata"]["error"]
@@ -225,12 +227,13 @@ def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tm
         assert r.status_code == 503
         with running_postgres(tmp_path / "late-postgres", port):
             _wait(lambda: client.get("/health").json()["status"] == "healthy")
+            assert client.get("/health/ready").status_code == 200
             action(client, "ws", "insert", memory_dicts=MEMORIES)
             body = post(client, "retrieve_task_memory", workspace_id="ws", query="book a flight", top_k=1)
             assert body["metadata"]["memory_list"][0]["memory_id"] == "m3"
         r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
         assert r.status_code == 503  # down again: 503 again, and the service is still up
-        assert client.get("/health").status_code == 200
+        assert client.get("/health/live").status_code == 200
 
 
 def test_elasticsearch_down_at_start_is_503_with_the_reason(serve: ServeFn) -> None:
