@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import signal
 import socket
 from types import FrameType
@@ -16,6 +17,8 @@ from reme_service.app import ReMeApp
 from reme_service.errors import ConfigError
 from reme_service.server.http import create_http_app
 from reme_service.server.protocol import EdgeHttpProtocol
+
+GC_THRESHOLD = 10_000  # allocations between first-generation collections (CPython's default: 700)
 
 
 class _GracefulServer(uvicorn.Server):
@@ -78,6 +81,10 @@ def run_http(app: ReMeApp, sock: socket.socket | None = None) -> None:
     The app starts before the server does, in the same event loop, so a start that fails (a store locked by another
     process, a model that cannot load) raises its `ReMeError` here, for the CLI to print as one line, rather than
     as a lifespan traceback of uvicorn's."""
+    # The service holds many long-lived objects (every resident memory's node): CPython's default first GC threshold
+    # (700 allocations) runs collections so often that walking them dominates bulk reads — an export of 50k memories
+    # ran at ~55k/s, ~72k/s with this threshold (or with GC off). Garbage cycles are still collected.
+    gc.set_threshold(GC_THRESHOLD, 10, 10)
     server = _GracefulServer(uvicorn_config(app, manage_lifecycle=False))
 
     async def serve() -> None:
