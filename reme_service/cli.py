@@ -58,17 +58,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_mcp(app)
         return 0
     from reme_service.server.run import listen, run_http
-    from reme_service.server.workers import Supervisor, inherited_socket, require_shared_stores
+    from reme_service.server.workers import Supervisor, is_worker, require_shared_stores
 
     http = app.config.http
-    sock = inherited_socket()  # a worker of `http.workers`: its parent bound the port and said so
-    if sock is None:
-        try:
+    worker = is_worker()  # one of `http.workers`: its parent checked the port and said what it serves
+    try:
+        if not worker:
             require_shared_stores(app.config)
-            sock = listen(http.host, http.port)
-        except ConfigError as exc:
-            sys.stderr.write(f"reme: {exc.message}\n")
-            return 2
+        sock = listen(http.host, http.port, reuse_port=worker or http.workers > 1)
+    except ConfigError as exc:
+        sys.stderr.write(f"reme: {exc.message}\n")
+        return 2
+    if not worker:
         mcp_note = " and MCP at /mcp, /sse" if app.config.mcp.mount else ""
         processes = f" in {http.workers} processes" if http.workers > 1 else ""
         sys.stderr.write(
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(docs at /docs{mcp_note}); data in {app.data_dir}\n"
         )
         if http.workers > 1:
-            return Supervisor(args, sock, http.workers).run()
+            sock.close()  # each worker binds the port itself (SO_REUSEPORT); this one only proved it free
+            return Supervisor(args, http.workers).run()
     try:
         run_http(app, sock)
     except ReMeError as exc:  # the app could not start (a store locked by another process, ...)

@@ -8,7 +8,8 @@ and this client share the machine's cores, so the ratio is what the machine give
     .venv/bin/python cookbook/bench/workers_scaling.py
     .venv/bin/python cookbook/bench/workers_scaling.py --workers 1 2 --seconds 10
 
-Target (issue #22): 2 workers >= 1.6x the req/s of one.
+Target (issue #22): 2 workers >= 1.6x the req/s of one. The run prints the cores each part used: when the service,
+PostgreSQL and the load generator together fill the machine, a second worker has no core to use.
 """
 
 from __future__ import annotations
@@ -34,6 +35,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: str) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def cpu_by_group(service_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the service (the parent and its workers) and by PostgreSQL's processes."""
+    used = {"service": 0.0, "postgres": 0.0}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(entry.name)
+        if fields is None:
+            continue
+        seconds = (int(fields[11]) + int(fields[12])) / TICKS
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(entry.name) == service_pid or int(fields[1]) == service_pid:
+            used["service"] += seconds
+        elif comm == "postgres":
+            used["postgres"] += seconds
+    return used
 
 
 def ok(status: int, body: bytes) -> str | None:
@@ -103,20 +135,24 @@ def main() -> None:
                     )
                     for q in queries
                 ]
+                before = cpu_by_group(process.pid)
                 result = asyncio.run(
                     http_load.run_load(
                         "127.0.0.1", port, requests, clients=args.clients, check=ok, warmup=5, duration=args.seconds
                     )
                 )
+                after = cpu_by_group(process.pid)
             finally:
                 process.terminate()
                 process.wait(60)
             rates[workers] = result.req_per_s
             p50 = statistics.median(result.samples) * 1e3
             failures = f", {len(result.failures)} failures" if result.failures else ""
+            cores = {group: (after[group] - before[group]) / result.elapsed for group in after}
             print(
-                f"workers={workers}: {result.req_per_s:,.0f} req/s at {args.clients} clients, p50 {p50:.1f} ms, "
-                f"client {result.client_cpu:.2f} cores{failures}"
+                f"workers={workers}: {result.req_per_s:,.0f} req/s at {args.clients} clients, p50 {p50:.1f} ms; cores "
+                f"busy: service {cores['service']:.2f}, postgres {cores['postgres']:.2f}, "
+                f"load generator {result.client_cpu:.2f} (of {os.cpu_count()}){failures}"
             )
         if 1 in rates and len(rates) > 1:
             best = max(rates)

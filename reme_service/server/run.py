@@ -53,7 +53,7 @@ def uvicorn_config(app: ReMeApp, *, manage_lifecycle: bool = True) -> uvicorn.Co
     )
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, bound before anything says "serving": a taken port or an unknown host is a
     `ConfigError` naming the address, the cause and the fix (the CLI prints it as one line, exit 2)."""
     try:
@@ -64,6 +64,8 @@ def listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:  # one socket per worker on the same port: the kernel spreads new connections over them
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:

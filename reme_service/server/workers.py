@@ -1,6 +1,8 @@
-"""`http.workers` > 1: one port, several service processes. The parent binds the socket (`run.listen`), starts
-`workers` children that each run the whole service on that inherited socket (the kernel hands each connection to
-one of them), restarts a child that dies, and on SIGTERM or SIGINT passes the signal on and waits for them.
+"""`http.workers` > 1: one port, several service processes. The parent checks that the port is free (`run.listen`),
+starts `workers` children that each run the whole service on a socket of their own bound to that port with
+`SO_REUSEPORT` — the kernel spreads new connections evenly over them (one shared socket would let whichever worker
+wakes first take a burst of keep-alive connections, and with them the load) — restarts a child that dies, and on
+SIGTERM or SIGINT passes the signal on and waits for them.
 
 Several processes need a store they can all reach: `require_shared_stores` refuses the `local` and `memory`
 stores and the embedded modes of Chroma and Qdrant, which belong to one process. What else is on disk is safe to
@@ -13,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,8 +26,8 @@ from reme_service.errors import ConfigError
 
 logger = logging.getLogger("reme_service.workers")
 
-#: the child's listening socket, inherited from the parent (not a REME_ variable: never a config key)
-LISTEN_FD_ENV = "REMESVC_LISTEN_FD"
+#: set for a worker: bind the port with SO_REUSEPORT (not a REME_ variable: never a config key)
+WORKER_ENV = "REMESVC_WORKER"
 QUICK_DEATH_SECONDS = 5.0  # a child that dies sooner than this after its start ...
 MAX_QUICK_DEATHS = 3  # ... this many times in a row stops the service (it cannot start: say so, do not loop)
 
@@ -56,26 +57,22 @@ def require_shared_stores(config: AppConfig) -> None:
         )
 
 
-def inherited_socket() -> socket.socket | None:
-    """The listening socket a parent handed this process, if any."""
-    fd = os.environ.get(LISTEN_FD_ENV)
-    return socket.socket(fileno=int(fd)) if fd else None
+def is_worker() -> bool:
+    """Whether this process is a worker started by a `Supervisor` (its parent said what it serves)."""
+    return os.environ.get(WORKER_ENV) == "1"
 
 
 class Supervisor:
-    def __init__(self, args: Sequence[str], sock: socket.socket, workers: int) -> None:
+    def __init__(self, args: Sequence[str], workers: int) -> None:
         self.args = [*args, "http.workers=1"]
-        self.sock = sock
         self.workers = workers
         self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}  # slot -> (process, started)
         self.stopping = False
         self.quick_deaths = 0
 
     def _spawn(self, slot: int) -> None:
-        env = {**os.environ, LISTEN_FD_ENV: str(self.sock.fileno())}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reme_service", *self.args], env=env, pass_fds=(self.sock.fileno(),)
-        )
+        env = {**os.environ, WORKER_ENV: "1"}
+        process = subprocess.Popen([sys.executable, "-m", "reme_service", *self.args], env=env)
         self.children[slot] = (process, time.monotonic())
 
     def _stop(self, signum: int, _: FrameType | None) -> None:
@@ -89,24 +86,21 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._stop)
         for slot in range(self.workers):
             self._spawn(slot)
-        try:
-            while self.children:
-                for slot, (process, started) in list(self.children.items()):
-                    code = process.poll()
-                    if code is None:
-                        continue
-                    del self.children[slot]
-                    if self.stopping:
-                        continue
-                    quick = time.monotonic() - started < QUICK_DEATH_SECONDS
-                    self.quick_deaths = self.quick_deaths + 1 if quick else 0
-                    if self.quick_deaths >= MAX_QUICK_DEATHS:
-                        sys.stderr.write(f"reme: worker processes keep exiting (last code {code}); stopping\n")
-                        self._stop(signal.SIGTERM, None)
-                        continue
-                    logger.warning("worker %d exited with %s; starting another", slot, code)
-                    self._spawn(slot)
-                time.sleep(0.2)  # the supervisor's poll interval: it only watches its children
-        finally:
-            self.sock.close()
+        while self.children:
+            for slot, (process, started) in list(self.children.items()):
+                code = process.poll()
+                if code is None:
+                    continue
+                del self.children[slot]
+                if self.stopping:
+                    continue
+                quick = time.monotonic() - started < QUICK_DEATH_SECONDS
+                self.quick_deaths = self.quick_deaths + 1 if quick else 0
+                if self.quick_deaths >= MAX_QUICK_DEATHS:
+                    sys.stderr.write(f"reme: worker processes keep exiting (last code {code}); stopping\n")
+                    self._stop(signal.SIGTERM, None)
+                    continue
+                logger.warning("worker %d exited with %s; starting another", slot, code)
+                self._spawn(slot)
+            time.sleep(0.2)  # the supervisor's poll interval: it only watches its children
         return 1 if self.quick_deaths >= MAX_QUICK_DEATHS else 0
