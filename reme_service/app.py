@@ -33,6 +33,8 @@ from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.context_vars import current_caller, current_request, current_trail
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
+from reme_service.events.bus import EventBus
+from reme_service.events.event import Event
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.expression import parse_flow
@@ -109,7 +111,8 @@ class ReMeApp:
         self.metrics = Metrics()
         jobs = self.config.jobs
         jobs_dir = Path(jobs.dir).expanduser().resolve() if jobs.dir else self.data_dir / "jobs"
-        self.jobs = JobQueue(jobs, JobFiles(jobs_dir), self._run_job)
+        self.events = EventBus(self.config.events, self.data_dir / "events")
+        self.jobs = JobQueue(jobs, JobFiles(jobs_dir), self._run_job, on_finished=self._job_finished)
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -184,6 +187,7 @@ class ReMeApp:
         self._context_factory = ServiceContextFactory(services)
         self._flusher = asyncio.create_task(self._flush_key_use(), name="reme-key-use")
         self._started = True
+        self.events.start()
         await self.jobs.start()  # queued jobs run again now that the flows can
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
@@ -208,6 +212,7 @@ class ReMeApp:
             return
         services = self.services
         await self.jobs.stop()  # a running job stays `running` on disk: it runs again at the next start
+        await self.events.stop()
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
@@ -252,7 +257,7 @@ class ReMeApp:
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         trail = AuditTrail()
-        token = current_trail.set(trail) if self.audit_log is not None else None
+        token = current_trail.set(trail) if self.audit_log is not None or self.events.active else None
         if (info := current_request.get()) is not None:
             info.flow = runner.name
             info.workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
@@ -296,6 +301,10 @@ class ReMeApp:
             body_hash=digest,
         )
 
+    def _job_finished(self, job: Job) -> None:
+        job_info = {"job_id": job.job_id, "status": job.status, "http_status": job.http_status, "flow": job.flow}
+        self.events.publish(Event(type="JOB", workspace_id=job.workspace_id, job=job_info, flow=job.flow))
+
     async def _run_job(self, job: Job) -> tuple[int, dict[str, Any]]:
         """Run a job's flow as its submitter (`jobs.queue.JobQueue` calls this)."""
         runner = self.flows.get(job.flow)
@@ -315,7 +324,7 @@ class ReMeApp:
         it failed or was refused); on disk before the answer. Reads leave no record."""
         config = self.config.flow.get(flow)
         writes = config is not None and needed_scope(config, request) == "write"
-        if self.audit_log is None or not (writes or trail.changed_anything):
+        if not (writes or trail.changed_anything):
             return
         workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
         action = getattr(request, "action", "") if flow == "vector_store" else flow
@@ -335,8 +344,10 @@ class ReMeApp:
         error_code: str | None,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        """Append one audit record (when the audit log is on), as the request's caller; on disk when it returns.
-        The flows' records and the management API's (`server/manage.py`, flow `manage`) both come here."""
+        """Publish the request's changes (`events/`), then append its audit record (when the audit log is on), as
+        the request's caller, on disk when this returns. The flows' changes and the management API's
+        (`server/manage.py`, flow `manage`) both come here."""
+        self.events.publish_trail(flow, request_id, trail)
         if self.audit_log is None:
             return
         record = AuditRecord.of(

@@ -169,6 +169,29 @@ class JobsConfig(_Strict):
     dir: str = Field(default="", description="empty = <data_dir>/jobs")
 
 
+class WebhookConfig(_Strict):
+    """An endpoint that receives change events as signed POSTs (docs/events.md)."""
+
+    url: str
+    secret: SecretStr = Field(description="the HMAC-SHA256 key of the X-ReMe-Signature header")
+    workspaces: list[str] = Field(default_factory=lambda: ["*"], description="the workspaces it hears of; * = all")
+    events: list[Literal["ADD", "UPDATE", "DELETE", "INVALIDATE", "JOB"]] = Field(
+        default_factory=list, description="the event types it wants; empty = all"
+    )
+
+
+class EventsConfig(_Strict):
+    """Change events: `GET /events` (server-sent events) and webhooks (docs/events.md)."""
+
+    enabled: bool = True
+    webhooks: list[WebhookConfig] = Field(default_factory=list)
+    max_attempts: int = Field(default=6, ge=1, le=20, description="tries of one delivery before it is failed")
+    backoff_seconds: float = Field(default=1.0, ge=0, description="the first retry's wait; doubled each time")
+    timeout: float = Field(default=10.0, gt=0, description="seconds one delivery attempt may take")
+    queue_size: int = Field(default=10_000, ge=1, description="deliveries waiting per webhook; past it, dropped")
+    subscriber_queue: int = Field(default=1_000, ge=1, description="events a slow /events reader may fall behind")
+
+
 class AppConfig(_Strict):
     backend: Literal["http", "mcp"] = "http"
     language: Literal["", "en", "zh"] = ""
@@ -197,6 +220,7 @@ class AppConfig(_Strict):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+    events: EventsConfig = Field(default_factory=EventsConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

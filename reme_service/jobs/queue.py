@@ -39,10 +39,13 @@ _JOB_ID = re.compile(r"job_[0-9a-f]{32}")
 
 
 class JobQueue:
-    def __init__(self, config: JobsConfig, files: JobFiles, execute: Execute) -> None:
+    def __init__(
+        self, config: JobsConfig, files: JobFiles, execute: Execute, *, on_finished: Callable[[Job], None] | None = None
+    ) -> None:
         self.config = config
         self.files = files
         self._execute = execute
+        self._on_finished = on_finished
         self._jobs: dict[str, Job] = {}
         self._queue: deque[str] = deque()
         self._running: Counter[str] = Counter()  # workspace -> jobs running
@@ -246,6 +249,8 @@ class JobQueue:
                 status, payload = 500, _failure(job, f"internal error ({type(exc).__name__})")
             outcome = "done" if status == 200 else "failed"
             job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
+            if self._on_finished is not None:
+                self._on_finished(job)
             event = self._finished.pop(job.job_id, None)
             if event is not None:
                 event.set()

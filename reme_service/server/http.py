@@ -32,6 +32,7 @@ from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
 from reme_service.server.docs import install_offline_docs
 from reme_service.server.envelope import request_id_from
+from reme_service.server.event_routes import install_event_routes
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
 from reme_service.server.job_routes import accept_job, install_job_routes
@@ -176,6 +177,7 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
     _install_middleware(api, app)
     install_operator_routes(api, app)
     install_job_routes(api, app)
+    install_event_routes(api, app)
     install_offline_docs(api)
 
     if mcp is not None:  # MCP on the same port and process: one owner of the store

@@ -1,0 +1,65 @@
+"""`GET /events[?workspace=W]`: change events as server-sent events (docs/events.md).
+
+The stream opens with a `retry:` line once the subscription is in place (a client that waits for it misses
+nothing after it), then one `id:` / `event:` / `data:` block per event; a comment line every
+`HEARTBEAT_SECONDS` keeps proxies from closing an idle stream; `event: lagged` says how many events a reader too
+slow to keep up lost. A key sees the events of the workspaces it covers; `workspace` outside them is a 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI, Query
+from fastapi.responses import StreamingResponse
+
+from reme_service.app import ReMeApp
+from reme_service.auth.caller import TRUSTED
+from reme_service.context_vars import current_caller
+from reme_service.errors import ForbiddenError, NotFoundError
+from reme_service.events.event import Event
+from reme_service.stores.workspace_ids import validate_workspace_id
+
+HEARTBEAT_SECONDS = 15.0
+
+
+def _block(event: Event) -> bytes:
+    return f"id: {event.event_id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
+    @api.get("/events", summary="Change events as server-sent events (ADD, UPDATE, DELETE, INVALIDATE, JOB)")
+    async def events(
+        workspace: str | None = Query(
+            None, description="only this workspace's events (default: every one the key covers)"
+        ),
+    ) -> StreamingResponse:
+        if not app.events.active:
+            raise NotFoundError("change events are off (events.enabled: false)")
+        caller = current_caller.get() or TRUSTED
+        accept: Callable[[Event], bool]
+        if workspace is not None:
+            only = validate_workspace_id(workspace)
+            if not caller.may_use(only):
+                raise ForbiddenError("this API key does not cover that workspace")
+            accept = lambda event: event.workspace_id == only  # noqa: E731
+        else:
+            accept = lambda event: caller.may_use(event.workspace_id)  # noqa: E731
+
+        async def stream() -> AsyncIterator[bytes]:
+            async with app.events.subscribe(accept) as subscription:
+                yield b"retry: 3000\n\n"
+                while True:
+                    try:
+                        item = await asyncio.wait_for(subscription.next(), HEARTBEAT_SECONDS)
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    if isinstance(item, int):
+                        yield f'event: lagged\ndata: {{"lost": {item}}}\n\n'.encode()
+                    else:
+                        yield _block(item)
+
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

@@ -1,0 +1,162 @@
+"""Change events (#21 item 4): `GET /events` as server-sent events and signed webhooks with retries."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from reme_service.auth.keyfile import create_key
+from tests.conditions import until_sync
+from tests.fakes.serve import serve_in_thread
+from tests.fakes.service_process import free_port
+from tests.service.conftest import ServeFn
+
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]
+
+
+def memories(*names: str) -> list[dict[str, Any]]:
+    return [{"memory_id": name, "when_to_use": f"when {name}", "content": f"do {name}"} for name in names]
+
+
+class Stream:
+    """An open `GET /events` stream, read block by block."""
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self.lines = lines
+        assert next(self.lines) == "retry: 3000"  # subscribed: nothing published from now on is missed
+
+    def next_event(self) -> tuple[str, dict[str, Any]]:
+        kind, data = "", ""
+        for line in self.lines:
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+            elif line == "" and kind:
+                return kind, json.loads(data)
+        raise AssertionError("the stream ended")
+
+
+def open_stream(client: httpx.Client, **params: str) -> Any:
+    return client.stream("GET", "/events", params=params, timeout=30)
+
+
+def test_subscribers_see_their_workspace_change(serve: ServeFn) -> None:
+    with serve() as client, open_stream(client, workspace="ws") as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        events = Stream(response.iter_lines())
+        with httpx.Client(base_url=str(client.base_url), timeout=30) as writer:
+            writer.post(
+                "/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories("a", "b")}
+            )
+            kind, event = events.next_event()
+            assert kind == "ADD" and event["workspace_id"] == "ws" and event["memory_ids"] == ["a", "b"]
+            assert event["flow"] == "vector_store" and event["request_id"]
+            writer.post(
+                "/vector_store", json={"workspace_id": "other", "action": "insert", "memory_dicts": memories("x")}
+            )
+            writer.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories("a")})
+            kind, event = events.next_event()  # not "other"'s: the next one is this workspace's
+            assert (kind, event["memory_ids"]) == ("UPDATE", ["a"])
+            writer.post("/vector_store", json={"workspace_id": "ws", "action": "delete_ids", "memory_ids": ["b"]})
+            assert events.next_event()[0] == "DELETE"
+            assert writer.delete("/workspaces/ws/memories/a").status_code == 200  # the management API too
+            kind, event = events.next_event()
+            assert (kind, event["memory_ids"], event["flow"]) == ("DELETE", ["a"], "manage")
+            job = writer.post(
+                "/summary_task_memory_simple",
+                json={"workspace_id": "ws", "trajectories": [{"task_id": "t", "messages": []}], "async": True},
+            ).json()["job_id"]
+            kind, event = events.next_event()
+            assert kind == "JOB" and event["job"]["job_id"] == job and event["job"]["status"] in ("done", "failed")
+
+
+def test_a_key_hears_only_its_workspaces(serve: ServeFn, tmp_path: Path) -> None:
+    keys = tmp_path / "data" / "auth" / "keys.json"
+    _, alice = create_key(keys, workspaces=["alice"], scope="write")
+    _, admin = create_key(keys, workspaces=["*"], scope="admin")
+    with serve() as client:
+        as_alice = {"Authorization": f"Bearer {alice}"}
+        assert client.get("/events", params={"workspace": "bob"}, headers=as_alice).status_code == 403
+        assert client.get("/events").status_code == 401
+        with client.stream("GET", "/events", headers=as_alice, timeout=30) as response:
+            events = Stream(response.iter_lines())
+            with httpx.Client(base_url=str(client.base_url), headers={"Authorization": f"Bearer {admin}"}) as writer:
+                writer.post(
+                    "/vector_store", json={"workspace_id": "bob", "action": "insert", "memory_dicts": memories("b")}
+                )
+                writer.post(
+                    "/vector_store", json={"workspace_id": "alice", "action": "insert", "memory_dicts": memories("a")}
+                )
+            kind, event = events.next_event()
+            assert (kind, event["workspace_id"]) == ("ADD", "alice")  # bob's came first, and was not for alice
+
+
+class Receiver:
+    """A webhook endpoint: records every delivery, answers 500 to the first `failures`."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        self.app = FastAPI()
+
+        @self.app.post("/hook")
+        async def hook(request: Request) -> Response:
+            body = await request.body()
+            with self.lock:
+                self.received.append((dict(request.headers), body))
+                failing = len(self.received) <= self.failures
+            return Response(status_code=500 if failing else 204)
+
+
+def deliveries(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "data" / "events" / "deliveries.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_webhooks_are_signed_and_retried(serve: ServeFn, tmp_path: Path) -> None:
+    receiver = Receiver(failures=2)
+    with serve_in_thread(receiver.app) as hook_url:
+        hooks = json.dumps([{"url": f"{hook_url}/hook", "secret": "s3cret", "events": ["ADD"]}])
+        with serve(f"events.webhooks={hooks}", "events.backoff_seconds=0.01") as client:
+            client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories("a")})
+            client.post("/vector_store", json={"workspace_id": "ws", "action": "delete_ids", "memory_ids": ["a"]})
+            until_sync(lambda: any(d["outcome"] == "delivered" for d in deliveries(tmp_path)), limit=10)
+    headers, body = receiver.received[-1]
+    assert len(receiver.received) == 3  # two failures, then delivered; the DELETE was not asked for
+    expected = hmac.new(b"s3cret", headers["x-reme-timestamp"].encode() + b"." + body, hashlib.sha256).hexdigest()
+    assert headers["x-reme-signature"] == f"sha256={expected}"
+    event = json.loads(body)
+    assert headers["x-reme-event"] == "ADD" == event["type"] and event["memory_ids"] == ["a"]
+    assert headers["x-reme-delivery"] == event["event_id"]
+    log = deliveries(tmp_path)
+    assert [(d["attempt"], d["outcome"], d.get("status")) for d in log] == [
+        (1, "retrying", 500),
+        (2, "retrying", 500),
+        (3, "delivered", 204),
+    ]
+
+
+def test_a_dead_webhook_is_logged_as_failed_and_the_service_goes_on(serve: ServeFn, tmp_path: Path) -> None:
+    hooks = json.dumps([{"url": f"http://127.0.0.1:{free_port()}/gone", "secret": "x"}])
+    with serve(f"events.webhooks={hooks}", "events.backoff_seconds=0.01", "events.max_attempts=3") as client:
+        for i in range(5):
+            r = client.post(
+                "/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories(f"m{i}")}
+            )
+            assert r.json()["success"] is True
+        until_sync(lambda: sum(d["outcome"] == "failed" for d in deliveries(tmp_path)) == 5, limit=20)
+    log = deliveries(tmp_path)
+    assert all("ConnectError" in d["error"] for d in log)
+    assert sum(d["outcome"] == "retrying" for d in log) == 10  # 3 tries each
