@@ -18,17 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
+from proc_info import free_port, rss_mib
 
 from reme_service.app import ReMeApp
 from reme_service.providers.llm.base import LLMClient
@@ -51,17 +50,6 @@ class SlowLLM(LLMClient):
         return Message(role="assistant", content=f"```json\n{json.dumps([item])}\n```")
 
 
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def drive(base: str, jobs: int) -> None:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from proc_info import rss_mib
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
@@ -37,12 +38,6 @@ from reme_service.stores.params import LocalStoreParams
 
 KINDS = ("task", "personal", "tool")
 
-
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def open_fds() -> int:

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from store_speed import make_nodes
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
-from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pgvector import PgvectorVectorStore
 
 WS = "bench"
-KINDS = ("task", "personal", "tool", "summary")
+
 BATCH = 500
 
 
@@ -54,21 +54,6 @@ def postgres(dsn: str | None) -> Iterator[str]:
             yield server.get_uri()
         finally:
             server.cleanup()
-
-
-def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
-    rng = np.random.default_rng(seed)
-    vectors = rng.standard_normal((count, dim), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return [
-        VectorNode(
-            unique_id=f"n{i}",
-            content=f"memory number {i}",
-            vector=vectors[i],
-            metadata={"memory_type": KINDS[i % 4], "metadata": {"freq": i % 10}},
-        )
-        for i in range(count)
-    ]
 
 
 def p50_p95(samples: Sequence[float]) -> tuple[float, float]:

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,13 +28,7 @@ from pathlib import Path
 import http_load
 import httpx
 from pgvector_store import postgres
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
+from proc_info import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

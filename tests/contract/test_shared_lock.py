@@ -22,6 +22,7 @@ import pytest
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
+from reme_service.stores.base import VectorStore
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams, PgvectorStoreParams
@@ -135,15 +136,7 @@ async def test_read_modify_write_from_two_connections_loses_nothing(stores: Stor
 
 async def test_a_waiter_gives_up_with_a_503_naming_the_workspace(stores: StoreFactory) -> None:
     holder, waiter = stores(), stores(lock_wait=0.3)
-    async with holder.lock("busy"):
-        started = time.monotonic()
-        with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
-            async with waiter.lock("busy"):
-                pytest.fail("the lock was granted twice")
-        assert 0.3 <= time.monotonic() - started < 3
-        assert caught.value.status == 503
-    async with waiter.lock("busy"):  # free again once released
-        pass
+    await assert_waiter_gives_up(holder, waiter)
 
 
 async def test_a_held_lease_is_renewed_and_a_dead_holders_lease_is_taken_over(
@@ -332,15 +325,7 @@ async def test_pg_a_waiter_gives_up_with_a_503_naming_the_workspace(
     pg_stores: Callable[..., PgvectorVectorStore],
 ) -> None:
     holder, waiter = pg_stores(), pg_stores(lock_wait=0.3)
-    async with holder.lock("busy"):
-        started = time.monotonic()
-        with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
-            async with waiter.lock("busy"):
-                pytest.fail("the lock was granted twice")
-        assert 0.3 <= time.monotonic() - started < 3
-        assert caught.value.status == 503
-    async with waiter.lock("busy"):  # free again once released
-        pass
+    await assert_waiter_gives_up(holder, waiter)
 
 
 async def test_pg_a_dead_holders_lock_is_free_at_once(
@@ -401,3 +386,16 @@ async def test_pg_shared_locks_can_be_turned_off(
     local_only = pg_stores(shared_lock=False)
     async with local_only.lock("ws"):
         assert await asyncio.to_thread(_advisory_locks, pg_dsn) == []
+
+
+async def assert_waiter_gives_up(holder: VectorStore, waiter: VectorStore) -> None:
+    """`waiter` (lock_wait 0.3 s) gives up on a workspace `holder` holds with a 503 naming it; gets it once free."""
+    async with holder.lock("busy"):
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
+            async with waiter.lock("busy"):
+                pytest.fail("the lock was granted twice")
+        assert 0.3 <= time.monotonic() - started < 3
+        assert caught.value.status == 503
+    async with waiter.lock("busy"):  # free again once released
+        pass

@@ -9,6 +9,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -168,14 +169,12 @@ def _wait(check: Callable[[], bool], timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
-def test_chroma_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_path: Path) -> None:
-    port = free_port()
-    overrides = [
-        "vector_store.default.backend=chroma",
-        "vector_store.default.params.host=127.0.0.1",
-        f"vector_store.default.params.port={port}",
-        "vector_store.default.params.timeout=5",
-    ]
+def check_down_then_recovers(
+    serve: ServeFn, overrides: list[str], port: int, start_store: Callable[[], AbstractContextManager[Any]]
+) -> None:
+    """A service whose store (to be at 127.0.0.1:`port`) is down at start: it starts, says why on /health (503,
+    ready 503, live 200), answers 503 with the reason, serves once `start_store()` brings the store up, and
+    answers 503 again, still alive, when it goes away."""
     with serve(*overrides) as client:
         answer = client.get("/health")
         health = answer.json()
@@ -193,7 +192,7 @@ def test_chroma_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_
         assert r.json()["success"] is False
         r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
         assert r.status_code == 503
-        with running_chroma(tmp_path / "late-chroma", port):
+        with start_store():
             _wait(lambda: client.get("/health").json()["status"] == "healthy")
             assert client.get("/health/ready").json() == {"status": "ready", "health": "healthy"}
             action(client, "ws", "insert", memory_dicts=MEMORIES)
@@ -205,6 +204,17 @@ def test_chroma_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_
         assert client.get("/health/ready").status_code == 503
 
 
+def test_chroma_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_path: Path) -> None:
+    port = free_port()
+    overrides = [
+        "vector_store.default.backend=chroma",
+        "vector_store.default.params.host=127.0.0.1",
+        f"vector_store.default.params.port={port}",
+        "vector_store.default.params.timeout=5",
+    ]
+    check_down_then_recovers(serve, overrides, port, lambda: running_chroma(tmp_path / "late-chroma", port))
+
+
 def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tmp_path: Path) -> None:
     port = free_port()
     overrides = [
@@ -212,28 +222,7 @@ def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tm
         f"vector_store.default.params.dsn=postgresql://postgres@127.0.0.1:{port}/postgres",
         "vector_store.default.params.timeout=5",
     ]
-    with serve(*overrides) as client:
-        answer = client.get("/health")
-        health = answer.json()
-        assert answer.status_code == 503 and health["status"] == "down"
-        store = health["vector_store"]["default"]
-        assert store["status"] == "down" and f"127.0.0.1:{port}" in store["reason"]
-        assert client.get("/health/ready").status_code == 503 and client.get("/health/live").status_code == 200
-        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
-        assert r.status_code == 503
-        error = r.json()["metadata"]["error"]
-        assert error["code"] == "store_unavailable" and "unreachable" in error["message"]
-        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
-        assert r.status_code == 503
-        with running_postgres(tmp_path / "late-postgres", port):
-            _wait(lambda: client.get("/health").json()["status"] == "healthy")
-            assert client.get("/health/ready").status_code == 200
-            action(client, "ws", "insert", memory_dicts=MEMORIES)
-            body = post(client, "retrieve_task_memory", workspace_id="ws", query="book a flight", top_k=1)
-            assert body["metadata"]["memory_list"][0]["memory_id"] == "m3"
-        r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
-        assert r.status_code == 503  # down again: 503 again, and the service is still up
-        assert client.get("/health/live").status_code == 200
+    check_down_then_recovers(serve, overrides, port, lambda: running_postgres(tmp_path / "late-postgres", port))
 
 
 def test_elasticsearch_down_at_start_is_503_with_the_reason(serve: ServeFn) -> None:
@@ -268,12 +257,7 @@ def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_serv
         f"vector_store.default.params.collection_prefix={prefix}",
     ]
     with serve(*overrides) as client:
-        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
-        assert r.status_code == 400, r.text
-        error = r.json()["metadata"]["error"]
-        assert error["code"] == "dimension_mismatch"
-        assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
-        assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+        assert_foreign_dimension_refused(client)
 
 
 def test_postgres_foreign_dimension_is_400_naming_both(serve: ServeFn, pg_dsn: str) -> None:  # noqa: F811
@@ -300,11 +284,16 @@ def test_postgres_foreign_dimension_is_400_naming_both(serve: ServeFn, pg_dsn: s
         f"vector_store.default.params.table_prefix={prefix}",
     ]
     with serve(*overrides) as client:
-        r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
-        assert r.status_code == 400, r.text
-        error = r.json()["metadata"]["error"]
-        assert error["code"] == "dimension_mismatch"
-        assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
-        assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]
+        assert_foreign_dimension_refused(client)
         r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
         assert r.status_code == 400 and r.json()["metadata"]["error"]["code"] == "dimension_mismatch"
+
+
+def assert_foreign_dimension_refused(client: httpx.Client) -> None:
+    """An insert into a workspace another deployment wrote at dimension 3 is a 400 naming both dimensions."""
+    r = client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": MEMORIES})
+    assert r.status_code == 400, r.text
+    error = r.json()["metadata"]["error"]
+    assert error["code"] == "dimension_mismatch"
+    assert (error["details"]["expected"], error["details"]["actual"]) == (3, HASH_DIMENSIONS)
+    assert "dimension 3" in error["message"] and f"dimension {HASH_DIMENSIONS}" in error["message"]

@@ -1,0 +1,24 @@
+"""Small readings the benchmarks share: this process's resident memory, and a free loopback port."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+
+def rss_mib() -> float:
+    """This process's resident set size, MiB (Linux `/proc`; NaN elsewhere)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
