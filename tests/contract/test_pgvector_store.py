@@ -234,3 +234,48 @@ def test_parameters(tmp_path: Path) -> None:
         create_store("pgvector", {"dsn": "host=db port"}, embedder=embedder, data_dir=tmp_path)
     with pytest.raises(ConfigError, match="table_prefix"):
         create_store("pgvector", {"table_prefix": 'x"; drop'}, embedder=embedder, data_dir=tmp_path)
+
+
+HYBRID_CORPUS = [
+    ("p1", "Alice adopted a grey cat named Pixel last spring", "personal"),
+    ("p2", "Bob repairs vintage bicycles in his garage", "personal"),
+    ("p3", "The quarterly report is due on Friday", "task"),
+    ("p4", "Carol paints watercolour landscapes of the harbour", "personal"),
+    ("p5", "Deploy the service behind the load balancer", "task"),
+    ("p6", "Pixel the cat sleeps on the warm radiator", "personal"),
+]
+
+
+@pytest.mark.parametrize("index", ["hnsw", "exact"])
+async def test_hybrid_search_fuses_vectors_with_full_text(pg_dsn: str, index: str) -> None:  # noqa: F811
+    """The same corpus and query in the memory store (cosine + BM25) and on PostgreSQL (cosine + ts_rank): the
+    exact-word matches lead in both, filters hold, and a query of stopwords alone falls back to vectors."""
+    from reme_service.stores.memory import MemoryVectorStore
+
+    pg = make_store(pg_dsn, index=index)
+    memory = MemoryVectorStore(embedder=CountingEmbedder())
+    await pg.start()
+    try:
+        nodes = [make_node(uid, text, memory_type=kind) for uid, text, kind in HYBRID_CORPUS]
+        for store in (pg, memory):
+            await store.upsert("ws", nodes)
+        query = "where does Pixel the cat sleep"
+        on_pg = [hit.node.unique_id for hit in await pg.search_hybrid("ws", query, top_k=2, lexical_weight=0.5)]
+        in_memory = [hit.node.unique_id for hit in await memory.search_hybrid("ws", query, top_k=2, lexical_weight=0.5)]
+        assert set(on_pg) == set(in_memory) == {"p1", "p6"}
+        assert on_pg[0] == "p6"  # "pixel", "cat" and "sleep(s)" all match
+        hits = await pg.search_hybrid("ws", query, top_k=3, filter={"metadata.memory_type": "task"}, lexical_weight=0.5)
+        assert {hit.node.unique_id for hit in hits} <= {"p3", "p5"} and hits
+        assert all(0.0 <= hit.score <= 1.0 for hit in hits)
+        plain = await pg.search("ws", "the of and", top_k=3)
+        assert [h.node.unique_id for h in await pg.search_hybrid("ws", "the of and", top_k=3)] == [
+            h.node.unique_id for h in plain
+        ]
+        await pg.delete_ids("ws", ["p6"])  # full text follows deletes and updates
+        await pg.upsert("ws", [make_node("p2", "Bob now keeps a cat called Pixel too", memory_type="personal")])
+        after = [hit.node.unique_id for hit in await pg.search_hybrid("ws", query, top_k=2, lexical_weight=0.5)]
+        assert set(after) == {"p1", "p2"}
+        assert await pg.search_hybrid("nowhere", query, top_k=2) == []
+    finally:
+        await _drop_all(pg)
+        await pg.close()
