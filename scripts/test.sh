@@ -16,7 +16,6 @@ if [ "$#" -eq 0 ]; then
   REME_TEST_STORE=chroma .venv/bin/python -m pytest tests/service -q -m "not own_backend" \
     --deselect tests/service/test_http_backends.py
   echo "== service tests again on the pgvector backend"
-  # (test_multiprocess chooses its backends too, pgvector among them: it ran in the first pass)
   REME_TEST_STORE=pgvector .venv/bin/python -m pytest tests/service -q -m "not own_backend" \
-    --deselect tests/service/test_http_backends.py --deselect tests/service/test_multiprocess.py
+    --deselect tests/service/test_http_backends.py
 fi

@@ -20,7 +20,7 @@ from reme_service.auth.keyfile import create_key
 from reme_service.context_vars import current_caller
 from tests.contract.test_local_store import FsyncRecorder, contents_synced, name_synced
 
-pytestmark = [pytest.mark.service, pytest.mark.anyio]
+pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]
 
 CALL = {"tool_name": "web_search", "input": {"q": "x"}, "output": "ok", "token_cost": 5, "success": True}
 

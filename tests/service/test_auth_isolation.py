@@ -20,7 +20,7 @@ from reme_service.auth.caller import ALL_WORKSPACES
 from reme_service.auth.keyfile import create_key, revoke_key
 from reme_service.server.http import create_http_app
 
-pytestmark = [pytest.mark.service, pytest.mark.anyio]
+pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]
 
 REQUESTS = 10_000
 WORKSPACES = ["alpha", "beta", "gamma"]

@@ -20,7 +20,7 @@ from reme_service.server.http import create_http_app
 from reme_service.server.mcp import create_mcp_http_app
 from tests.fakes.serve import serve_in_thread
 
-pytestmark = [pytest.mark.service, pytest.mark.anyio]
+pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]
 
 
 @asynccontextmanager

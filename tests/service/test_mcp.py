@@ -31,7 +31,7 @@ from reme_service.server.mcp import create_mcp_http_app
 from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import service_process
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]  # its own store in every pass
 
 BASE_FIELDS = {"workspace_id", "query", "messages", "metadata"}
 MEMORIES = [

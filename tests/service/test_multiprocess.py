@@ -23,7 +23,7 @@ from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 from tests.fakes.service_process import running_service
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]  # its own store in every pass
 
 REQUESTS = 24
 

@@ -25,7 +25,7 @@ from schemathesis.engine import events
 
 from tests.fakes.service_process import running_service
 
-pytestmark = [pytest.mark.service, pytest.mark.slow]
+pytestmark = [pytest.mark.service, pytest.mark.slow, pytest.mark.own_backend]
 
 SEED = 15
 MAX_EXAMPLES = 25  # per operation and phase
