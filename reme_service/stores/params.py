@@ -177,6 +177,9 @@ class PgvectorStoreParams(BaseModel):
     pool_size: int = Field(default=10, ge=1, le=1000)
     timeout: float = Field(default=10.0, gt=0)
     batch_size: int = Field(default=1_000, ge=1, le=100_000)
+    # memory for building a workspace's HNSW index after a load (PostgreSQL's maintenance_work_mem, for that
+    # statement only): a graph that does not fit is built far more slowly
+    index_build_mb: int = Field(default=512, ge=64, le=65_536)
     # workspace locks shared by every service process on this database (PostgreSQL advisory locks); a waiter
     # gives up (503) after `lock_wait` s
     shared_lock: bool = True

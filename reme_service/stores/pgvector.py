@@ -400,6 +400,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 MAX_HNSW_DIM,
             )
             return
+        # for this transaction only (every write is one): room for the whole graph while it is built
+        await conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", [f"{self.params.index_build_mb}MB"])
         await conn.execute(
             sql.SQL(
                 "CREATE INDEX {} ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
