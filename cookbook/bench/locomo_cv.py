@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, turns_of
+from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, store_conversation
 
 from reme_service.app import ReMeApp
 
@@ -43,13 +43,7 @@ async def score_all(
             assert app.services is not None
             store = app.services.store()
             for sample in data:
-                workspace = f"locomo_{sample['sample_id']}"
-                memories = [memory_of(t) for t in turns_of(sample)]
-                result = await app.async_execute(
-                    name="vector_store", workspace_id=workspace, action="insert", memory_dicts=memories
-                )
-                if not result["success"]:
-                    raise RuntimeError(f"insert failed: {result['metadata']}")
+                workspace = await store_conversation(app, sample)
                 per_weight: dict[float, list[Scores]] = {w: [] for w in weights}
                 for question in sample["qa"]:
                     evidence = evidence_of(question)

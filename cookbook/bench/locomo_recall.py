@@ -63,6 +63,18 @@ def evidence_of(question: dict[str, Any]) -> set[str]:
     return ids
 
 
+async def store_conversation(app: ReMeApp, sample: dict[str, Any]) -> str:
+    """Every turn of one conversation as a memory of its own workspace (`locomo_<sample_id>`), which it returns."""
+    workspace = f"locomo_{sample['sample_id']}"
+    memories = [memory_of(t) for t in turns_of(sample)]
+    result = await app.async_execute(
+        name="vector_store", workspace_id=workspace, action="insert", memory_dicts=memories
+    )
+    if not result["success"]:
+        raise RuntimeError(f"insert failed: {result['metadata']}")
+    return workspace
+
+
 async def evaluate(
     data: list[dict[str, Any]], mode: str, embedder: str, top_k: int, store: Sequence[str] = ("backend=memory",)
 ) -> dict[str, Any]:
@@ -82,13 +94,7 @@ async def evaluate(
         started = time.perf_counter()
         async with app:
             for sample in data:
-                workspace = f"locomo_{sample['sample_id']}"
-                memories = [memory_of(t) for t in turns_of(sample)]
-                result = await app.async_execute(
-                    name="vector_store", workspace_id=workspace, action="insert", memory_dicts=memories
-                )
-                if not result["success"]:
-                    raise RuntimeError(f"insert failed: {result['metadata']}")
+                await store_conversation(app, sample)
             loaded = time.perf_counter()
             for sample in data:
                 workspace = f"locomo_{sample['sample_id']}"
