@@ -1,5 +1,6 @@
-"""Failure envelopes for the HTTP edge: errors answered before (or instead of) a flow, as ASGI messages or raw
-HTTP/1.1 bytes, always in the documented shape `{"answer": "", "success": false, "metadata": {"error": ...}}`."""
+"""Answers of the HTTP edge: a JSON body (`json_response`), and the failure envelope for errors answered before (or
+instead of) a flow, as ASGI messages or raw HTTP/1.1 bytes, always in the documented shape
+`{"answer": "", "success": false, "metadata": {"error": ...}}`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 
 import orjson
+from fastapi.responses import Response
 
 from reme_service.errors import ReMeError, error_envelope
 
 Headers = list[tuple[bytes, bytes]]
+
+
+def json_response(
+    body: object, status: int = 200, *, request_id: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    """`body` as JSON (orjson), with the request's id in `x-request-id` when given."""
+    extra = {**(headers or {}), **({"x-request-id": request_id} if request_id else {})}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=extra or None)
 
 
 def request_id_from(headers: Iterable[tuple[bytes, bytes]]) -> str:

@@ -45,11 +45,6 @@ from reme_service.server.ui import install_ui_routes
 logger = logging.getLogger("reme_service.http")
 
 
-def _json(body: Any, status: int = 200, request_id: str | None = None) -> Response:
-    headers = {"x-request-id": request_id} if request_id else None
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
-
-
 def _request_id(request: Request) -> str:
     return request_id_from(request.scope.get("headers", ()))
 

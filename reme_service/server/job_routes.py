@@ -8,9 +8,6 @@ submission return the job of the first one.
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
@@ -21,14 +18,10 @@ from reme_service.context_vars import current_caller
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.flow.runner import FlowRunner
 from reme_service.ops.common.context import ServiceContext
-from reme_service.server.envelope import request_id_from
+from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.http_errors import error_response
 
 IDEMPOTENCY_HEADER = "idempotency-key"
-
-
-def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -49,8 +42,10 @@ async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: Bas
         "metadata": {"job_id": job.job_id, "status": job.status, "idempotent_replay": known},
         "job_id": job.job_id,
     }
-    headers = {"location": f"/jobs/{job.job_id}", "x-request-id": request_id_from(request.scope.get("headers", ()))}
-    return _json(envelope, 200 if known else 202, headers)
+    request_id = request_id_from(request.scope.get("headers", ()))
+    return json_response(
+        envelope, 200 if known else 202, request_id=request_id, headers={"location": f"/jobs/{job.job_id}"}
+    )
 
 
 def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
@@ -65,4 +60,4 @@ def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
         if job is None or not caller.may_use(job.workspace_id):
             return error_response(NotFoundError(f"no job {job_id!r}"), request)
         job = await app.jobs.wait(job_id, wait) or job
-        return _json(job.view(), 200)
+        return json_response(job.view())

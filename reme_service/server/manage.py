@@ -54,7 +54,7 @@ from reme_service.errors import (
 from reme_service.ops.vector_store.library_io import memory_line, parse_library_bytes
 from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
 from reme_service.schema.vector_node import VectorNode
-from reme_service.server.envelope import request_id_from
+from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
 from reme_service.stores.base import VectorStore
 from reme_service.stores.workspace_ids import validate_workspace_id
@@ -102,12 +102,6 @@ class MemoryDict(BaseModel):
 
     memory_id: str = Field(description="the memory's id")
     memory_type: str = Field(description="task, personal or tool; the other fields are those of its kind")
-
-
-def _json(body: Any, request_id: str, status: int = 200) -> Response:
-    return Response(
-        orjson.dumps(body), status_code=status, media_type="application/json", headers={"x-request-id": request_id}
-    )
 
 
 def _memory_dict(node: VectorNode) -> dict[str, Any]:
@@ -311,7 +305,7 @@ class ManageAPI:
         for workspace_id in visible:
             nodes = await store.list_nodes(workspace_id)
             result.append(await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes)))
-        return _json({"workspaces": result}, request_id_from(request.scope.get("headers", ())))
+        return json_response({"workspaces": result}, request_id=request_id_from(request.scope.get("headers", ())))
 
     async def list_memories(self, request: Request, workspace_id: str) -> Response:
         params = request.query_params
@@ -342,12 +336,14 @@ class ManageAPI:
             memories = [_memory_dict(node) for node in await store.get(workspace_id, page)]
             last = page[-1] if page else None
         next_cursor = await self.cursors.issue(workspace_id, query, last) if more and last is not None else None
-        return _json({"memories": memories, "next_cursor": next_cursor}, request_id_from(request.scope["headers"]))
+        return json_response(
+            {"memories": memories, "next_cursor": next_cursor}, request_id=request_id_from(request.scope["headers"])
+        )
 
     async def get_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
         workspace_id, store = await self.existing(workspace_id, "read", "reading a memory")
         node = await _one(store, workspace_id, memory_id)
-        return _json(_memory_dict(node), request_id_from(request.scope["headers"]))
+        return json_response(_memory_dict(node), request_id=request_id_from(request.scope["headers"]))
 
     async def patch_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
         workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
@@ -366,7 +362,7 @@ class ManageAPI:
                 if new_node.content == node.content and node.vector is not None:
                     new_node.vector = node.vector  # the indexed text is unchanged: keep its embedding
                 await store.upsert(workspace_id, [new_node])
-            return _json(updated.model_dump(mode="json"), request_id_from(request.scope["headers"]))
+            return json_response(updated.model_dump(mode="json"), request_id=request_id_from(request.scope["headers"]))
 
         return await self.audited(request, workspace_id, "patch_memory", change)
 
@@ -378,7 +374,9 @@ class ManageAPI:
             async with store.lock(workspace_id):
                 if not await store.delete_ids(workspace_id, [memory_id]):
                     raise NotFoundError("no such memory", details={"memory_id": memory_id})
-            return _json({"deleted": True, "memory_id": memory_id}, request_id_from(request.scope["headers"]))
+            return json_response(
+                {"deleted": True, "memory_id": memory_id}, request_id=request_id_from(request.scope["headers"])
+            )
 
         return await self.audited(request, workspace_id, "delete_memory", change)
 
@@ -403,7 +401,7 @@ class ManageAPI:
             nodes = await parse_library_bytes(body, workspace_id, "the request body")
             async with store.lock(workspace_id):
                 size = await store.replace_workspace(workspace_id, nodes)
-            return _json({"size": size}, request_id_from(request.scope["headers"]))
+            return json_response({"size": size}, request_id=request_id_from(request.scope["headers"]))
 
         return await self.audited(request, workspace_id, "import", change)
 

@@ -25,7 +25,6 @@ ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 logger = logging.getLogger("reme_service.access")
 
 
-
 class RequestObserver:
     def __init__(self, app: ASGIApp, metrics: Metrics, flows: Collection[str], *, access_log: bool) -> None:
         self.app = app

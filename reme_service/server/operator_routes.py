@@ -6,18 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from reme_service.app import ReMeApp
 from reme_service.observe.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from reme_service.server.envelope import json_response
 
 SERVING = ("healthy", "degraded")  # degraded: an LLM is unreachable; storage and retrieval still work
-
-
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
 def failing_parts(report: dict[str, Any]) -> list[str]:
@@ -34,18 +30,18 @@ def install_operator_routes(api: FastAPI, app: ReMeApp) -> None:
     @api.get("/health", summary="Service health: each store, embedding model and LLM (503 when down)")
     async def health() -> Response:
         report = await app.health()
-        return _json(report, 200 if report["status"] in SERVING else 503)
+        return json_response(report, 200 if report["status"] in SERVING else 503)
 
     @api.get("/health/live", summary="Liveness: 200 while the process serves requests")
     async def live() -> Response:
-        return _json({"status": "alive"})
+        return json_response({"status": "alive"})
 
     @api.get("/health/ready", summary="Readiness: 200 when requests can be served, else 503 with the reasons")
     async def ready() -> Response:
         report = await app.health()
         if report["status"] in SERVING:
-            return _json({"status": "ready", "health": report["status"]})
-        return _json({"status": "not_ready", "health": report["status"], "reasons": failing_parts(report)}, 503)
+            return json_response({"status": "ready", "health": report["status"]})
+        return json_response({"status": "not_ready", "health": report["status"], "reasons": failing_parts(report)}, 503)
 
     @api.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
     async def metrics() -> Response:
