@@ -233,15 +233,18 @@ class JobQueue:
     async def _run(self, job: Job) -> None:
         fd = await asyncio.to_thread(self.files.claim, job.job_id)
         if fd is None:  # another process took it first: it runs it
-            self._running[job.workspace_id] -= 1
-            if self._running[job.workspace_id] <= 0:
-                del self._running[job.workspace_id]
-            self._forget_task()
-            self._dispatch()
+            self._free_slot(job.workspace_id)
             return
-        self._mine.add(job.job_id)
         try:
-            job = await self._record(job, status="running", started_at=now(), attempts=job.attempts + 1)
+            # With the lock held, the file is the truth: another process may have run it while it waited here.
+            current = await asyncio.to_thread(self.files.load, job.job_id)
+            if current is not None and current.status == "running":  # its process stopped
+                current = await self._orphaned(current)
+            if current is None or current.status != "queued":
+                self._jobs[job.job_id] = current or job
+                return
+            self._mine.add(job.job_id)
+            job = await self._record(current, status="running", started_at=now(), attempts=current.attempts + 1)
             try:
                 status, payload = await self._execute(job)
             except Exception as exc:  # noqa: BLE001 - a job that breaks is recorded, never lost
@@ -257,11 +260,15 @@ class JobQueue:
         finally:
             self.files.release(fd)
             self._mine.discard(job.job_id)
-            self._running[job.workspace_id] -= 1
-            if self._running[job.workspace_id] <= 0:
-                del self._running[job.workspace_id]
-            self._forget_task()
-            self._dispatch()
+            self._free_slot(job.workspace_id)
+
+    def _free_slot(self, workspace_id: str) -> None:
+        """A run of this task is over (or never began): its worker and its workspace's place go to the next."""
+        self._running[workspace_id] -= 1
+        if self._running[workspace_id] <= 0:
+            del self._running[workspace_id]
+        self._forget_task()
+        self._dispatch()
 
     def _forget_task(self) -> None:
         task = asyncio.current_task()

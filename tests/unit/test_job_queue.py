@@ -170,3 +170,33 @@ async def test_a_job_left_running_by_a_dead_process_is_taken_over(tmp_path: Path
         assert done is not None and done.status == "done" and done.attempts == 2
     finally:
         await queue.stop()
+
+
+async def test_a_job_another_process_finished_while_it_waited_here_is_not_run_again(tmp_path: Path) -> None:
+    """b has job j waiting for its one worker; a starts, finds j unclaimed, runs and finishes it. When b's worker
+    frees up and b takes j's run lock, j is done on disk: b must go on to its next job, not run j a second time."""
+    files = JobFiles(tmp_path)
+    blocker = Job(job_id=f"job_{'b' * 32}", flow="f", workspace_id="x", request={}, caller=TRUSTED)
+    waiting = Job(job_id=f"job_{'c' * 32}", flow="f", workspace_id="y", request={}, caller=TRUSTED)
+    files.save(blocker)
+    files.save(waiting)
+    runs_a, runs_b = Runs(), Runs()
+    b = JobQueue(JobsConfig(workers=1), JobFiles(tmp_path), runs_b)
+    a = JobQueue(JobsConfig(), JobFiles(tmp_path), runs_a)
+    await b.start()
+    try:
+        await until(lambda: runs_b.running == [blocker.job_id])  # j waits in b's queue
+        await a.start()  # a takes j (nobody holds its lock) and runs it; the blocker is b's
+        await until(lambda: runs_a.running == [waiting.job_id])
+        runs_a.finish(waiting.job_id)
+        assert (await a.wait(waiting.job_id, 10)).status == "done"  # type: ignore[union-attr]
+        after = await submit(b, "z")  # queued in b behind j (a never heard of it)
+        runs_b.finish(blocker.job_id)
+        await until(lambda: bool(runs_b.running) and runs_b.running != [blocker.job_id])  # b's worker moved on
+        assert runs_b.running == [after.job_id]  # j was skipped, not run again
+        runs_b.finish(after.job_id)
+        seen = await b.wait(waiting.job_id, 10)
+        assert seen is not None and seen.status == "done" and seen.attempts == 1
+    finally:
+        await a.stop()
+        await b.stop()
