@@ -180,6 +180,9 @@ class PgvectorStoreParams(BaseModel):
     # memory for building a workspace's HNSW index after a load (PostgreSQL's maintenance_work_mem, for that
     # statement only): a graph that does not fit is built far more slowly
     index_build_mb: int = Field(default=512, ge=64, le=65_536)
+    # a write that fills a new table with more rows than this (a library load) commits them without the HNSW
+    # index, which is then built in the background (CREATE INDEX CONCURRENTLY); searches are exact until it is
+    index_background_rows: int = Field(default=10_000, ge=0)
     # workspace locks shared by every service process on this database (PostgreSQL advisory locks); a waiter
     # gives up (503) after `lock_wait` s
     shared_lock: bool = True

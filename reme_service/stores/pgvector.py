@@ -61,6 +61,8 @@ from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_statement, lex_text, query_terms
+from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
+from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
@@ -115,6 +117,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self._connecting = asyncio.Lock()
         self._closing: set[asyncio.Task[Any]] = set()
         self._shared = params.shared_lock
+        self._lock_wait_ms = f"{max(1, int(params.lock_wait * 1000))}ms"
+        self._builder = HnswBuilder(
+            self._connect_direct,
+            lambda table: self._key(f"index\x00{table}"),
+            m=params.hnsw_m,
+            ef_construction=params.hnsw_ef_construction,
+            build_mb=params.index_build_mb,
+        )
+        self._resuming: asyncio.Task[None] | None = None
+        self._oids: VectorOids | None = None  # of `vector` and `vector[]` in the database, read once
 
     def _describe(self) -> str:
         """Where the database is, for messages (never the password)."""
@@ -163,7 +175,27 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 finally:
                     await probe.close()
                 self._pool = await self._new_pool(self.params.pool_size, "reme-pgvector")
+                if self.params.index == "hnsw" and self._resuming is None:
+                    self._resuming = asyncio.create_task(self._resume_builds(), name="hnsw-resume")
             return self._pool
+
+    async def _resume_builds(self) -> None:
+        """Build the HNSW indexes that a load left to a process which stopped before building them."""
+        try:
+            tables = await self._run(
+                "finding tables without their index", lambda conn: pending_tables(conn, self._registry, MAX_HNSW_DIM)
+            )
+        except StoreError as exc:
+            logger.warning("%s", exc.message)
+            return
+        for table in tables:
+            self._builder.schedule(table)
+
+    async def wait_for_indexes(self) -> None:
+        """Until the background index builds this process started have ended (tests, benchmarks)."""
+        if self._resuming is not None:
+            await asyncio.gather(self._resuming, return_exceptions=True)
+        await self._builder.wait()
 
     async def _new_pool(self, size: int, name: str, reset: Callable[[Conn], Awaitable[None]] | None = None) -> Any:
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -190,6 +222,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false)",
             [str(self.params.ef_search)],
         )
+        if self._oids is None:
+            self._oids = await vector_oids(conn)
+        register_vector_rows(conn, self._oids)
 
     def _drop_pools(self) -> None:
         """Forget the pools after a connection failure (closed in the background): the next request probes."""
@@ -237,10 +272,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return StoreError(f"{self.where}: no free connection within {self.params.timeout:g} s ({action})")
 
     async def _write(self, action: str, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """`work` in one transaction."""
+        """`work` in one transaction, which waits at most `lock_wait` for a table or row lock (then 503)."""
 
         async def transaction(conn: Conn) -> T:
             async with conn.transaction():
+                await conn.execute("SELECT set_config('lock_timeout', %s, true)", [self._lock_wait_ms])
                 return await work(conn)
 
         return await self._run(action, transaction)
@@ -272,6 +308,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return {"status": "ok", **info}
 
     async def close(self) -> None:
+        if self._resuming is not None:
+            self._resuming.cancel()
+            await asyncio.gather(self._resuming, return_exceptions=True)
+        await self._builder.close()
         await super().close()
         for pool in (self._pool, self._lock_pool):
             if pool is not None:
@@ -322,7 +362,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 raise self._failure(f"locking workspace {workspace_id!r}", exc) from exc
 
     async def _take(self, conn: Conn, key: int, workspace_id: str) -> None:
-        wait_ms = f"{max(1, int(self.params.lock_wait * 1000))}ms"
+        wait_ms = self._lock_wait_ms
         try:
             await conn.execute("SELECT set_config('lock_timeout', %s, false)", [wait_ms])
             await conn.execute("SELECT pg_advisory_lock(%s)", [key])
@@ -375,45 +415,44 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return f"{self.prefix}n{digest}_{np.base_repr(self._next_seq(), 36).lower()}"
 
     async def _create_table(self, conn: Conn, table: str, dim: int) -> None:
-        ident = sql.Identifier(table)
+        """A new workspace table, its primary key only: `_index_table` adds the other indexes after the first rows
+        (bulk builds are faster than growing an index row by row)."""
         await conn.execute(
             sql.SQL(
                 "CREATE TABLE {t} (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT nextval({s}), "
                 "content text NOT NULL, metadata jsonb NOT NULL, embedding vector({d}) NOT NULL, "
                 "lex tsvector NOT NULL)"
-            ).format(t=ident, s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
-        )
-        await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
-        await conn.execute(  # the full-text side of hybrid search (`pg_hybrid.py`)
-            sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident)
+            ).format(t=sql.Identifier(table), s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
         )
 
-    async def _create_index(self, conn: Conn, table: str, dim: int) -> None:
-        """The HNSW index (after the first rows: a bulk build); none with `index: exact`, nor beyond pgvector's
-        HNSW limit of 2,000 dimensions, where every search is exact."""
+    async def _index_table(self, conn: Conn, table: str, dim: int, rows: int) -> bool:
+        """The indexes of a table just filled with its first `rows` rows: the listing order, the full-text side of
+        hybrid search (`pg_hybrid.py`) and the HNSW index — built here, or, above `index_background_rows`, after
+        the commit by `HnswBuilder` (then True: the caller schedules it)."""
+        ident = sql.Identifier(table)
+        await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
+        await conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident))
         if self.params.index != "hnsw":
-            return
+            return False
         if dim > MAX_HNSW_DIM:
             logger.warning(
                 "no HNSW index for %d-dimensional vectors (pgvector indexes at most %d): searches scan every row",
                 dim,
                 MAX_HNSW_DIM,
             )
-            return
+            return False
+        if rows > self.params.index_background_rows:
+            return True
         # for this transaction only (every write is one): room for the whole graph while it is built
         await conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", [f"{self.params.index_build_mb}MB"])
         await conn.execute(
-            sql.SQL(
-                "CREATE INDEX {} ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
-            ).format(
-                sql.Identifier(f"{table}_v"),
-                sql.Identifier(table),
-                sql.Literal(self.params.hnsw_m),
-                sql.Literal(self.params.hnsw_ef_construction),
-            )
-        )
+            hnsw_statement(table, m=self.params.hnsw_m, ef_construction=self.params.hnsw_ef_construction,
+                           concurrently=False)
+        )  # fmt: skip
+        return False
 
     async def _drop_table(self, conn: Conn, table: str) -> None:
+        await cancel_builds(conn, table)  # else the DROP would wait for a graph about to be thrown away
         await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
 
     async def _read_table(
@@ -586,8 +625,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """Insert or replace the batch's rows (new ids get the next listing positions, in batch order)."""
         statement = sql.SQL(
             "INSERT INTO {} (id, content, metadata, embedding, lex) "
-            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding::vector, to_tsvector('simple', u.lex) "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding, to_tsvector('simple', u.lex) "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %b, %s::text[]) "
             "WITH ORDINALITY AS u(id, content, metadata, embedding, lex, n) "
             "ORDER BY u.n "
             "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, "
@@ -602,7 +641,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     batch.ids[start:end],
                     batch.contents[start:end],
                     [orjson.dumps(m).decode() for m in batch.metadatas[start:end]],
-                    [_vector_text(v) for v in batch.vectors[start:end]],
+                    VectorRows(batch.vectors[start:end]),  # binary (`pg_vectors.py`)
                     [lex_text(content) for content in batch.contents[start:end]],
                 ],
             )
@@ -611,12 +650,15 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         new_dim = batch.dim
         assert new_dim is not None
 
+        deferred: list[str] = []
+
         async def work(conn: Conn) -> int:
             table, dim = await self._register(conn, workspace_id)
             if dim is None:
                 await self._create_table(conn, table, new_dim)
                 await self._insert(conn, table, batch)
-                await self._create_index(conn, table, new_dim)
+                if await self._index_table(conn, table, new_dim, len(batch)):
+                    deferred.append(table)
                 await self._set_dim(conn, workspace_id, new_dim)
                 return len(batch)
             if dim != new_dim:  # another process fixed the dimension since `prepare` read it
@@ -624,7 +666,14 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             await self._insert(conn, table, batch)
             return len(batch)
 
-        return await self._write("writing nodes", work)
+        written = await self._write("writing nodes", work)
+        self._build_later(deferred)
+        return written
+
+    def _build_later(self, tables: list[str]) -> None:
+        """Build the HNSW index of tables committed without it (a transaction may have been retried: the last)."""
+        if tables:
+            self._builder.schedule(tables[-1])
 
     async def _set_dim(self, conn: Conn, workspace_id: str, dim: int | None, table: str | None = None) -> None:
         if table is None:
@@ -656,6 +705,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return await self._write("deleting nodes", work)
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        deferred: list[str] = []
+
         async def work(conn: Conn) -> int:
             old, _ = await self._register(conn, workspace_id)
             fresh = self._table_name(workspace_id)
@@ -663,12 +714,15 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 assert batch.dim is not None
                 await self._create_table(conn, fresh, batch.dim)
                 await self._insert(conn, fresh, batch)
-                await self._create_index(conn, fresh, batch.dim)
+                if await self._index_table(conn, fresh, batch.dim, len(batch)):
+                    deferred.append(fresh)
             await self._set_dim(conn, workspace_id, batch.dim if batch.ids else None, fresh)
             await self._drop_table(conn, old)
             return len(batch)
 
-        return await self._write("replacing a workspace", work)
+        written = await self._write("replacing a workspace", work)
+        self._build_later(deferred)
+        return written
 
     async def _commit_drop(self, workspace_id: str) -> bool:
         async def work(conn: Conn) -> bool:
