@@ -47,7 +47,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,37 +76,31 @@ _POOLING_CONFIG_FILE = "1_Pooling/config.json"
 # enough to dominate any real score, small enough that adding it to a float32 never overflows.
 _MASK_BIAS = np.float32(-1e9)
 
-# Abramowitz & Stegun 7.1.26: erfc(z) ≈ t·(a1 + t·(a2 + t·(a3 + t·(a4 + t·a5))))·exp(-z²), t = 1 / (1 + p·z),
-# for z ≥ 0, with absolute error ≤ 1.5e-7.
-_AS_P = 0.3275911
-_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-# Folded for GELU: with z = |x|/√2, t = 1 / (1 + (p/√2)·|x|), and the coefficients halved so that the polynomial
-# gives ½·erfc(|x|/√2) directly.
-_GELU_P = np.float32(_AS_P / math.sqrt(2.0))
-_GELU_A = tuple(np.float32(a / 2.0) for a in _AS_A)
+# GELU's tanh form: Φ(x) ≈ ½·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Within 4.8e-4 of the exact erf form on
+# [-12, 12]; the whole model then still matches sentence-transformers' vectors to a cosine of 1 - 1.3e-6 (the
+# reference texts), and it costs a third of an erf approximation in numpy (27 µs against 68-95 µs for a
+# 16 × 1536 activation, 6 per query).
+_GELU_C = np.float32(math.sqrt(2.0 / math.pi))
+_GELU_K = np.float32(0.044715)
+
+# The dense layers run on the packed real tokens with the row count rounded up to a multiple of this (the extra
+# rows are zeros at the start and never read back): OpenBLAS's sgemm kernel on this CPU works on 4 columns of
+# its column-major view, so `h @ w` with 15 rows costs more than with 16 (a layer of 15 tokens: 824 µs, of 16:
+# 727 µs; 14 or 13 tokens cost about 16).
+_ROW_MULTIPLE = 4
 
 
 def gelu_(x: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Exact-form GELU, x·Φ(x) = x·½·(1 + erf(x/√2)), computed in place on float32 `x`; returns `x`.
-
-    Φ(x) = 1 - h for x ≥ 0 and h for x < 0, where h = ½·erfc(|x|/√2); i.e. Φ(x) = ½ + sign(x)·(½ - h).
-    """
-    t = np.abs(x)
-    t *= _GELU_P
+    """GELU in its tanh form, x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place on float32 `x`; returns `x`."""
+    t = np.square(x)
+    t *= _GELU_K
     t += np.float32(1.0)
-    np.reciprocal(t, out=t)
-    h = _GELU_A[4] * t
-    for coefficient in _GELU_A[3::-1]:
-        h += coefficient
-        h *= t
-    gauss = np.square(x)
-    gauss *= np.float32(-0.5)
-    np.exp(gauss, out=gauss)
-    h *= gauss  # h = ½·erfc(|x|/√2)
-    np.subtract(np.float32(0.5), h, out=h)
-    np.copysign(h, x, out=h)
-    h += np.float32(0.5)  # h = Φ(x)
-    x *= h
+    t *= x
+    t *= _GELU_C
+    np.tanh(t, out=t)
+    t += np.float32(1.0)
+    t *= np.float32(0.5)
+    x *= t
     return x
 
 
@@ -235,6 +229,9 @@ class _BertEncoder:
                 )
             )
         self.layers: tuple[_Layer, ...] = tuple(layers)
+        if not layers:
+            raise ConfigError("the MiniLM weights have no encoder layers")
+        self.intermediate = int(layers[0].inter_w.shape[1])
 
     @staticmethod
     def _prefix(tensors: dict[str, NDArray[Any]], suffix: str) -> str:
@@ -252,25 +249,73 @@ class _BertEncoder:
         """Mean-pooled (not yet normalised) hidden states, (batch, hidden), of padded token ids (batch, seq).
 
         `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The
-        dense layers run on the real tokens only, packed as (tokens, hidden); attention scatters them into the
-        padded (batch, heads, seq, head_dim) layout, where the padding keys get a large negative score.
+        dense layers run on the real tokens only, packed as (tokens, hidden) in buffers allocated once per call;
+        attention scatters them into the padded (batch, heads, seq, head_dim) layout, where the padding keys get a
+        large negative score. Without padding (one text, or texts of one length) the scatter, the mask and the
+        gather are skipped: the packed rows already are that layout.
         """
         batch, seq = ids.shape
-        heads, head_dim, hidden = self.num_heads, self.head_dim, self.hidden
+        hidden = self.hidden
         flat_mask = mask.reshape(-1) > 0
         real = np.flatnonzero(flat_mask)  # where the real tokens sit in the (batch·seq) grid
-        padded = len(real) < batch * seq
+        n = len(real)
         rows, cols = np.divmod(real, seq)
+        width = -(-n // _ROW_MULTIPLE) * _ROW_MULTIPLE
 
-        h = self.word[ids.reshape(-1)[real]]
-        h += self.position[cols]
-        h += self.token_type0
+        def buffer(columns: int) -> NDArray[np.float32]:
+            return np.zeros((width, columns), dtype=np.float32)  # zeros: the rows past `n` stay finite
+
+        h, mid, context = buffer(hidden), buffer(hidden), buffer(hidden)
+        qkv, inter = buffer(3 * hidden), buffer(self.intermediate)
+        np.take(self.word, ids.reshape(-1)[real], axis=0, out=h[:n])
+        h[:n] += self.position[cols]
+        h[:n] += self.token_type0
         layer_norm_(h, self.emb_ln_g, self.emb_ln_b, self.eps)
-        key_bias = np.where(mask > 0, np.float32(0.0), _MASK_BIAS).astype(np.float32)[:, None, None, :]
+        attend = self._attention(batch, seq, mask, real, rows, cols)
 
         for layer in self.layers:
-            qkv = h @ layer.qkv_w
+            np.matmul(h, layer.qkv_w, out=qkv)
             qkv += layer.qkv_b
+            attend(qkv[:n], context[:n])
+            np.matmul(context, layer.attn_out_w, out=mid)
+            mid += layer.attn_out_b
+            mid += h
+            layer_norm_(mid, layer.attn_ln_g, layer.attn_ln_b, self.eps)
+
+            np.matmul(mid, layer.inter_w, out=inter)
+            inter += layer.inter_b
+            gelu_(inter)
+            np.matmul(inter, layer.out_w, out=h)
+            h += layer.out_b
+            h += mid
+            layer_norm_(h, layer.out_ln_g, layer.out_ln_b, self.eps)
+
+        if batch == 1:
+            return h[:n].mean(axis=0, keepdims=True)
+        counts = np.bincount(rows, minlength=batch)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        pooled = np.add.reduceat(h[:n], starts, axis=0)
+        pooled /= counts[:, None].astype(np.float32)
+        return pooled
+
+    def _attention(
+        self,
+        batch: int,
+        seq: int,
+        mask: NDArray[np.float32],
+        real: NDArray[np.intp],
+        rows: NDArray[np.intp],
+        cols: NDArray[np.intp],
+    ) -> Callable[[NDArray[np.float32], NDArray[np.float32]], None]:
+        """The self-attention of one call's layout: a function of the packed (tokens, 3·hidden) query/key/value
+        rows that writes the packed (tokens, hidden) context into its second argument."""
+        heads, head_dim, hidden = self.num_heads, self.head_dim, self.hidden
+        padded = len(real) < batch * seq
+        key_bias = (
+            np.where(mask > 0, np.float32(0.0), _MASK_BIAS).astype(np.float32)[:, None, None, :] if padded else None
+        )
+
+        def attend(qkv: NDArray[np.float32], out: NDArray[np.float32]) -> None:
             if padded:
                 grid = np.zeros((batch * seq, 3 * hidden), dtype=np.float32)
                 grid[real] = qkv
@@ -278,35 +323,20 @@ class _BertEncoder:
             # (batch·seq, 3·hidden) → (3, batch, heads, seq, head_dim), as views
             q, k, v = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
             scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (batch, heads, seq, seq)
-            if padded:
+            if key_bias is not None:
                 scores += key_bias
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             # softmax(scores) @ v, dividing the (seq, head_dim) product rather than the (seq, seq) weights
             context = np.matmul(scores, v)  # (batch, heads, seq, head_dim)
             context /= scores.sum(axis=-1, keepdims=True)
-            context = context.transpose(0, 2, 1, 3)[rows, cols].reshape(len(real), hidden)  # packed real tokens
+            by_token = context.transpose(0, 2, 1, 3)  # (batch, seq, heads, head_dim)
+            if padded:
+                out[...] = by_token[rows, cols].reshape(len(real), hidden)
+            else:
+                out.reshape(batch, seq, heads, head_dim)[...] = by_token
 
-            attn = context @ layer.attn_out_w
-            attn += layer.attn_out_b
-            attn += h
-            layer_norm_(attn, layer.attn_ln_g, layer.attn_ln_b, self.eps)
-            h = attn
-
-            inter = h @ layer.inter_w
-            inter += layer.inter_b
-            gelu_(inter)
-            out = inter @ layer.out_w
-            out += layer.out_b
-            out += h
-            layer_norm_(out, layer.out_ln_g, layer.out_ln_b, self.eps)
-            h = out
-
-        counts = np.bincount(rows, minlength=batch)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        pooled = np.add.reduceat(h, starts, axis=0)
-        pooled /= counts[:, None].astype(np.float32)
-        return pooled
+        return attend
 
 
 class _Lanes:
@@ -395,6 +425,8 @@ class LocalEmbeddingClient(EmbeddingClient):
         self._blas_limiter: Any = None
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._passes = 0  # forward passes run (batches through the encoder), under _passes_lock
+        self._passes_lock = threading.Lock()
         self._lanes: _Lanes | None = None
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
 
@@ -420,6 +452,11 @@ class LocalEmbeddingClient(EmbeddingClient):
     def loaded(self) -> bool:
         return self._encoder is not None
 
+    @property
+    def forward_passes(self) -> int:
+        """Forward passes run since construction: batches of texts through the model (a cache hit runs none)."""
+        return self._passes
+
     # ----------------------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
@@ -443,7 +480,13 @@ class LocalEmbeddingClient(EmbeddingClient):
     async def health(self) -> dict[str, Any]:
         report = await super().health()
         waiting = dict(self._lanes.waiting) if self._lanes is not None else {"small": 0, "bulk": 0}
-        report.update(loaded=self.loaded, cached=len(self._cache), max_seq_length=self.max_seq_length, waiting=waiting)
+        report.update(
+            loaded=self.loaded,
+            cached=len(self._cache),
+            forward_passes=self._passes,
+            max_seq_length=self.max_seq_length,
+            waiting=waiting,
+        )
         return report
 
     def _load_locked(self) -> None:
@@ -621,6 +664,8 @@ class LocalEmbeddingClient(EmbeddingClient):
 
         def run(chunk: NDArray[np.int64]) -> None:
             out[chunk] = encoder.encode(*self._pad([encodings[i] for i in chunk], int(lengths[chunk[-1]])))
+            with self._passes_lock:
+                self._passes += 1
 
         with self._one_blas_thread():
             if len(chunks) == 1 or self.threads == 1 or not split:
