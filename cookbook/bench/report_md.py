@@ -430,8 +430,11 @@ def embedder_section(report: Any) -> list[str]:
         "Distinct ~10-word texts through `await client.embed(batch)` (cache off), cookbook/bench/embedder_speed.py.",
         "",
     ]
-    rows = [[r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1)] for r in report.embedder]
-    lines += [*table(["embedder", "batch", "texts/s"], rows)]
+    rows = [
+        [r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1), num(r.get("cpu_ms_per_text", math.nan), 3)]
+        for r in report.embedder
+    ]
+    lines += [*table(["embedder", "batch", "texts/s", "CPU ms/text"], rows)]
     latency = getattr(report, "query_latency", {})
     reason = getattr(report, "query_latency_reason", "")
     if reason:

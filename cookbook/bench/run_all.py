@@ -556,8 +556,9 @@ def bench_embedder(args: argparse.Namespace, report: Report) -> None:
             for name, client in (("local MiniLM", local), ("hash", HashEmbeddingClient())):
                 for batch in (1, 64):
                     rate = await speed.measure(client, texts, batch, args.embedder_seconds)
-                    report.embedder.append({"embedder": name, "batch": batch, "texts_per_s": rate})
-                    print(f"   {name} batch {batch}: {rate:.1f} texts/s", flush=True)
+                    row = {"texts_per_s": rate.texts_per_s, "cpu_ms_per_text": rate.cpu_ms_per_text}
+                    report.embedder.append({"embedder": name, "batch": batch, **row})
+                    print(f"   {name} batch {batch}: {rate.texts_per_s:.1f} texts/s", flush=True)
         finally:
             await local.close()
 
