@@ -72,6 +72,22 @@ async def test_reproduces_sentence_transformers_reference(
     assert cosines.min() >= 0.9999, f"item {worst} ({texts[worst][:40]!r}) has cosine {cosines[worst]}"
 
 
+async def test_single_queries_reproduce_the_reference(reference: tuple[list[str], NDArray[np.float32]]) -> None:
+    # one text per call: the query path (no padding, no mask, a batch of one), each a forward pass of its own
+    _needs_model()
+    texts, expected = reference
+    client = LocalEmbeddingClient(cache_size=0)
+    try:
+        passes = client.forward_passes
+        singles = np.vstack([await client.embed([text]) for text in texts])
+        assert client.forward_passes == passes + len(texts)
+    finally:
+        await client.close()
+    cosines = _cosines(singles, expected)
+    worst = int(np.argmin(cosines))
+    assert cosines.min() >= 0.9999, f"item {worst} ({texts[worst][:40]!r}) has cosine {cosines[worst]}"
+
+
 async def test_batch_and_single_agree(reference: tuple[list[str], NDArray[np.float32]]) -> None:
     _needs_model()
     texts = reference[0] + MIXED_LENGTHS
