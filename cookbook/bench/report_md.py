@@ -131,6 +131,11 @@ def embedder_rate(report: Any) -> float | None:
     )
 
 
+def query_cold_p50(report: Any) -> float | None:
+    cold = getattr(report, "query_latency", {}).get("cold")
+    return float(cold["p50_ms"]) if cold else None
+
+
 def summary_ms(report: Any) -> float | None:
     rows = [r["ms_per_traj"] for r in report.summary if r["flow"] == "summary_task_memory"]
     return max(rows) if rows else None
@@ -172,6 +177,7 @@ TARGETS = (
     Target("library load, 10k", "s", 2.0, False, lambda r: size_value(r, 10_000, "load_s"), reme=REME["load_10k"]),
     Target("RSS growth / raw vectors, 100k (after load and searches)", "x", 2.0, False, rss_ratio),
     Target("local MiniLM, batch 64", "texts/s", 200.0, True, embedder_rate),
+    Target("local MiniLM query end to end, cache cold, p50", "ms", 12.0, False, query_cold_p50),
     Target("summary overhead (worst batch)", "ms/traj", 5.0, False, summary_ms),
     Target("lost writes, 2 processes on one Chroma server (shared lock)", "", 0.0, False, shared_lock_losses, digits=0),
 )
@@ -453,8 +459,28 @@ def embedder_section(report: Any) -> list[str]:
         "Distinct ~10-word texts through `await client.embed(batch)` (cache off), cookbook/bench/embedder_speed.py.",
         "",
     ]
-    rows = [[r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1)] for r in report.embedder]
-    return [*lines, *table(["embedder", "batch", "texts/s"], rows)]
+    rows = [
+        [r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1), num(r.get("cpu_ms_per_text", math.nan), 3)]
+        for r in report.embedder
+    ]
+    lines += [*table(["embedder", "batch", "texts/s", "CPU ms/text"], rows)]
+    latency = getattr(report, "query_latency", {})
+    reason = getattr(report, "query_latency_reason", "")
+    if reason:
+        return [*lines, f"Query latency not measured: {reason}.", ""]
+    if not latency:
+        return lines
+    lines += [
+        f"`retrieve_task_memory` over HTTP with the local embedder, {latency['memories']} memories (one LoCoMo "
+        "conversation), one request at a time; cold = every question a new text (the model runs), warm = the same "
+        "questions again (cache hits), cookbook/bench/query_latency.py.",
+        "",
+    ]
+    rows = [
+        [name, str(latency[name]["requests"]), num(latency[name]["p50_ms"], 2), num(latency[name]["p95_ms"], 2)]
+        for name in ("cold", "warm")
+    ]
+    return [*lines, *table(["query cache", "requests", "p50 ms", "p95 ms"], rows)]
 
 
 def summary_section(report: Any) -> list[str]:

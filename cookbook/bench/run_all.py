@@ -28,9 +28,10 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    REME_BENCH_PG_DSN): direct store calls at 10k memories (384-d), with the HNSW index and with exact search:
    load rate (upserts in batches of 500, and one replace_workspace) and search p50/p95 (top_k 3, unfiltered and
    filtered).
-5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
-   with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
-   is missing, or a part that is skipped, leaves a row saying so.
+5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed], and `retrieve_task_memory` over HTTP
+   with it, p50/p95 with the query cache cold and warm, on one LoCoMo conversation [query_latency]; the summary
+   framework's overhead with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality
+   [locomo_recall]. A script that is missing, or a part that is skipped, leaves a row saying so.
 6. The management API [manage_api]: a listing page of 100 (p50, p95) and a full export (memories/s, server RSS
    during it) at 100k memories (quick: 10k).
 
@@ -151,6 +152,8 @@ class Report:
     pgvector_workers: list[dict[str, Any]] = field(default_factory=list)  # one row per worker count (workers_scaling)
     embedder: list[dict[str, Any]] = field(default_factory=list)
     embedder_reason: str = ""
+    query_latency: dict[str, Any] = field(default_factory=dict)  # query_latency.py: cold/warm p50, p95
+    query_latency_reason: str = ""
     summary: list[dict[str, Any]] = field(default_factory=list)
     summary_reason: str = ""
     locomo: list[dict[str, Any]] = field(default_factory=list)
@@ -561,13 +564,33 @@ def bench_embedder(args: argparse.Namespace, report: Report) -> None:
             for name, client in (("local MiniLM", local), ("hash", HashEmbeddingClient())):
                 for batch in (1, 64):
                     rate = await speed.measure(client, texts, batch, args.embedder_seconds)
-                    report.embedder.append({"embedder": name, "batch": batch, "texts_per_s": rate})
-                    print(f"   {name} batch {batch}: {rate:.1f} texts/s", flush=True)
+                    row = {"texts_per_s": rate.texts_per_s, "cpu_ms_per_text": rate.cpu_ms_per_text}
+                    report.embedder.append({"embedder": name, "batch": batch, **row})
+                    print(f"   {name} batch {batch}: {rate.texts_per_s:.1f} texts/s", flush=True)
         finally:
             await local.close()
 
     print("\n== embedders", flush=True)
     asyncio.run(go())
+    if not report.embedder_reason:
+        bench_query_latency(args, report)
+
+
+def bench_query_latency(args: argparse.Namespace, report: Report) -> None:
+    """`retrieve_task_memory` over HTTP with the local embedder, cache cold, on one LoCoMo conversation."""
+    latency = optional_module("query_latency")
+    if latency is None:
+        report.query_latency_reason = "cookbook/bench/query_latency.py is missing"
+        return
+    path = Path(latency.DEFAULT_DATA)
+    if not path.is_file():
+        report.query_latency_reason = f"the LoCoMo dev data is not at {path}"
+        return
+    print(f"\n== local MiniLM query end to end (LoCoMo conversation 0, {args.query_questions} questions)", flush=True)
+    report.query_latency = latency.run(path, 0, args.query_questions, args.overrides, args.startup_timeout, args.python)
+    for name in ("cold", "warm"):
+        row = report.query_latency[name]
+        print(f"   {name}: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms", flush=True)
 
 
 def bench_summary(args: argparse.Namespace, report: Report) -> None:
@@ -623,9 +646,10 @@ def bench_abuse(args: argparse.Namespace, report: Report) -> None:
     idle, idle_s, load, workspaces = (100, 3.0, 2_000, 300) if quick else (300, 15.0, 10_000, 2_000)
     print(f"\n== availability under abuse ({idle} idle sockets, regex bomb, {load:,}-memory load)", flush=True)
     overrides = ["embedding_model.default.backend=hash", "vector_store.default.backend=local", *args.overrides]
-    with tempfile.TemporaryDirectory(prefix="run-all-abuse-", dir=args.dir) as tmp, rs.running_server(
-        args.python, Path(tmp), overrides, args.startup_timeout
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="run-all-abuse-", dir=args.dir) as tmp,
+        rs.running_server(args.python, Path(tmp), overrides, args.startup_timeout) as server,
+    ):
         figures = [abuse.quiet_health(server), abuse.idle_sockets(server, idle, idle_s)]
         figures.append(abuse.regex_bomb(server, 27, 30.0))
         figures.extend(abuse.query_during_load(server, load, args.seed))
@@ -698,6 +722,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="requests per workload in the multiprocess part (default 60, quick 20)",
     )
     parser.add_argument("--embedder-seconds", type=float, help="seconds per embedder figure (default 3, quick 1)")
+    parser.add_argument(
+        "--query-questions", type=int, help="LoCoMo questions for the end-to-end query latency (default 150, quick 40)"
+    )
     parser.add_argument("--summary-requests", type=int, help="timed requests per summary row (default 20, quick 5)")
     parser.add_argument("--summary-batches", type=_int_list, default=[1, 8], help="trajectories per request")
     parser.add_argument("--locomo-conversations", type=int, help="first N LoCoMo conversations (default all, quick 2)")
@@ -718,6 +745,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "duration": 2.0 if quick else 5.0,
         "embedder_seconds": 1.0 if quick else 3.0,
         "summary_requests": 5 if quick else 20,
+        "query_questions": 40 if quick else 150,
         "locomo_conversations": 2 if quick else 0,
         "multiprocess_requests": 20 if quick else 60,
     }

@@ -98,7 +98,7 @@ def test_report_names_the_machine_and_the_load(quick_report: tuple[subprocess.Co
 def test_targets_table_lists_every_target(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     table = rows(section(quick_report[1], TARGETS_HEADING))
     labels = [row[0] for row in table[2:]]
-    assert len(labels) == 8 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
+    assert len(labels) == 9 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
     verdicts = {row[0]: row[3] for row in table[2:]}
     assert verdicts["p50 latency, 10k, 1 client"] == "not measured"  # 10k is not among the sizes
     assert verdicts["summary overhead (worst batch)"] in ("ok", "**MISS**")
