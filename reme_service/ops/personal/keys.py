@@ -30,3 +30,5 @@ QUERY_TIME: Key[datetime] = Key("personal.query_time")
 TARGET: Key[str | None] = Key("personal.target")
 TIME_SPAN: Key[TimeSpan | None] = Key("personal.time_span")
 QUERY_VECTOR: Key[NDArray[np.float32] | None] = Key("personal.query_vector")
+#: the moment facts must hold at to be retrieved (`as_of`); None with `include_invalid`
+VALID_AT: Key[datetime | None] = Key("personal.valid_at")
