@@ -3,6 +3,7 @@ management API and the `vector_store` action; read through `GET .../history` and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import httpx
 import pytest
 
 from reme_service.auth.keyfile import create_key
+from tests.contract.test_local_store import FsyncRecorder, contents_synced, name_synced
 from tests.service.conftest import ServeFn
+from tests.service.test_audit import app_for, memory
 from tests.service.test_erase import occurrences
 
 pytestmark = pytest.mark.service
@@ -139,3 +142,20 @@ def test_a_malformed_as_of_is_a_422_naming_the_field(serve: ServeFn) -> None:
         schema = client.get("/openapi.json").json()["components"]["schemas"]
         retrieve = next(v for k, v in schema.items() if k == "RetrievePersonalMemoryRequest")
         assert {"as_of", "include_invalid"} <= set(retrieve["properties"])
+
+
+@pytest.mark.anyio
+async def test_entries_are_on_disk_before_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fsync = FsyncRecorder(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    async with app_for(tmp_path) as app:
+        path = tmp_path / "data" / "history" / "ws.jsonl"
+        for text in ("first", "second"):  # the first creates the file (its name must be synced too)
+            insert = app.async_execute("vector_store", workspace_id="ws", action="insert", memory_dicts=[memory(text)])
+            synced = await fsync.during(insert)
+            assert contents_synced(synced, path), text
+            if text == "first":
+                assert name_synced(synced, path)
+        delete = app.async_execute("vector_store", workspace_id="ws", action="delete")
+        synced = await fsync.during(delete)  # the scrubbing rewrite is an atomic, synced replace
+        assert contents_synced(synced, path) and name_synced(synced, path)
