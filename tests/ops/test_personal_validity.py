@@ -4,6 +4,8 @@ ones unless `include_invalid`, honours a TTL, and weighs age by a bounded decay.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,10 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.events.event import Event
-from tests.ops.personal_helpers import personal_app, stored
+from reme_service.schema.messages import Message
+from tests.fakes.scripted_llm import ScriptedLLM
+from tests.ops import test_personal_reflection as reflection
+from tests.ops.personal_helpers import last_prompt, personal_app, stored
 from tests.ops.test_personal_summary import scripted, user
 
 pytestmark = pytest.mark.anyio
@@ -134,3 +139,25 @@ async def test_a_workspace_overrides_only_what_it_sets(tmp_path: Path) -> None:
         assert lifecycle.for_workspace("slow").decay_floor == 0.3
         assert lifecycle.for_workspace("other").decay_half_life_days == 30
         assert lifecycle.for_workspace("other").ttl_seconds is None
+
+
+async def test_a_reflection_invalidates_a_contradicted_insight_without_a_correction(tmp_path: Path) -> None:
+    def judge(messages: Sequence[Message]) -> str:
+        lines = re.findall(r"^(\d+)\. ([^:]+):", last_prompt(messages), re.MULTILINE)
+        return "\n".join(f"Judgment: {n} | {'Contradiction' if s == 'job' else 'None'}" for n, s in lines)
+
+    llm = ScriptedLLM().on("GetReflectionSubjectOp", "Subject: hiking").on("UpdateInsightOp", reflection.value)
+    llm.on("LongContraRepeatOp", judge)
+    old = {**reflection.observation("Alice works as a teacher", "2023-01-01 09:00:00"), "reflection_subject": "job"}
+    old["metadata"] = {"memory_type": "insight", "insight_type": "insight"}
+    async with personal_app(tmp_path, llm=llm) as app:
+        await reflection.insert(app, [reflection.observation(t, d) for t, d in reflection.SAID] + [old])
+        (job_id,) = [m["memory_id"] for m in await stored(app, reflection.WS) if m["reflection_subject"] == "job"]
+        result = await reflection.reflect(app)
+        assert result["metadata"]["invalidated_memory_ids"] == [job_id]
+        assert result["metadata"]["deleted_memory_ids"] == []
+        (job,) = [m for m in await stored(app, reflection.WS) if m["memory_id"] == job_id]
+        assert job["valid_to"] and job["content"] == "Alice works as a teacher"  # kept, no longer valid
+        assert app.history is not None
+        assert [e["event"] for e in await app.history.read(reflection.WS, job_id)] == ["ADD", "INVALIDATE"]
+        assert "job" not in {m["reflection_subject"] for m in result["metadata"]["memory_list"]}
