@@ -161,3 +161,20 @@ async def test_a_reflection_invalidates_a_contradicted_insight_without_a_correct
         assert app.history is not None
         assert [e["event"] for e in await app.history.read(reflection.WS, job_id)] == ["ADD", "INVALIDATE"]
         assert "job" not in {m["reflection_subject"] for m in result["metadata"]["memory_list"]}
+
+
+async def test_without_as_of_only_invalidated_and_expired_facts_are_left_out(tmp_path: Path) -> None:
+    async with personal_app(tmp_path) as app:
+        await insert(
+            app,
+            {"content": "I will move to Oslo in 2099.", "valid_from": "2099-01-01 00:00:00"},  # dated ahead of now
+            {"content": "I moved to Oslo long ago.", "valid_to": "2020-01-01 00:00:00"},
+            {"content": "I moved to Oslo, it expired.", "expires_at": "2020-01-01 00:00:00"},
+            {"content": "I moved to Oslo, invalid ahead.", "valid_to": "2099-06-01 00:00:00"},
+        )
+        assert contents(await retrieve(app, "Oslo move")) == {"I will move to Oslo in 2099."}
+        assert contents(await retrieve(app, "Oslo move", as_of="2099-03-01")) == {
+            "I will move to Oslo in 2099.",
+            "I moved to Oslo, invalid ahead.",
+        }
+        assert len(contents(await retrieve(app, "Oslo move", include_invalid=True))) == 4

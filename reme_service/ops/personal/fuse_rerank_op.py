@@ -17,7 +17,7 @@ the question):
 
 With the workspace's `lifecycle.decay_half_life_days` set, the fused score is also multiplied by the memory's age
 decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
-search are checked for validity at `as_of` like the others.
+search are checked for validity like the others.
 
 `enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
 said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
@@ -90,7 +90,7 @@ def answer_line(memory: BaseMemory) -> str:
 class FuseRerankOp(ServiceOp[FuseRerankParams]):
     inputs = (fields.TOP_K,)
     reads = (common_keys.QUERY,)
-    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALID_AT, keys.QUERY_TIME)
+    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALIDITY, keys.QUERY_TIME)
     writes = (common_keys.MEMORY_LIST,)
 
     async def run(self, ctx: ServiceContext) -> None:
@@ -102,7 +102,8 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
             memories += await self._time_candidates(ctx, span, {m.memory_id for m in memories})
         when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[common_keys.QUERY])
         lifecycle = ctx.services.config.lifecycle.for_workspace(ctx.workspace_id)
-        as_of: datetime | None = ctx.get(keys.VALID_AT, None)
+        validity = ctx.get(keys.VALIDITY, None)
+        as_of: datetime | None = validity.as_of if validity is not None else None
         if as_of is None and keys.QUERY_TIME in ctx:
             as_of = ctx[keys.QUERY_TIME]
         scored: list[tuple[float, str, BaseMemory]] = []
@@ -143,7 +144,7 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
             # an array is what the stores take at run time; their signature says `Sequence[float]`
             hits = await store.search_vector(ctx.workspace_id, cast(Sequence[float], vector), top_k=top_k, filter=flt)
         found: list[BaseMemory] = []
-        for memory in hits_to_memories(hits, at=ctx.get(keys.VALID_AT, None)):
+        for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):
                 seen.add(memory.memory_id)
                 found.append(memory)

@@ -5,8 +5,9 @@
   history and in the change events). Both empty on memories stored before time validity existed: valid always.
 * `recorded_at` is when it was stored; `expires_at` = `recorded_at` + the TTL (the request's `ttl`, else the
   workspace's `lifecycle.ttl_seconds`; none by default).
-* Retrieval keeps a memory at the moment `as_of` when `valid_from <= as_of < valid_to` and `as_of < expires_at`
-  (each bound only when set), unless the request sends `include_invalid`.
+* Retrieval with `as_of` keeps a memory when `valid_from <= as_of < valid_to` and `as_of < expires_at` (each bound
+  only when set); without it, the facts valid now: no `valid_to` and not expired (`valid_from` is not checked, so a
+  client that never sends `as_of` sees what it saw before, less the invalidated facts). `include_invalid` keeps all.
 * Decay (`lifecycle.decay_half_life_days`, off by default): a multiplier `max(floor, 0.5 ** (age / half_life))` on
   the fused score, age counted from `valid_from` (else `time_created`) to `as_of`; it ranks, it never filters.
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reme_service.config.models import LifecycleSettings
@@ -46,16 +48,24 @@ def invalidated(memory: PersonalMemory, at: str) -> PersonalMemory:
     return memory.model_copy(update={"valid_to": at or now_str(), "time_modified": now_str()})
 
 
-def valid_at(memory: BaseMemory, moment: datetime) -> bool:
-    """Whether the memory holds at `moment` (not yet valid, invalidated or expired memories do not)."""
-    if not isinstance(memory, PersonalMemory):
-        return True
-    start, end, expires = _moment(memory.valid_from), _moment(memory.valid_to), _moment(memory.expires_at)
-    if start is not None and moment < start:
-        return False
-    if end is not None and moment >= end:
-        return False
-    return expires is None or moment < expires
+@dataclass(frozen=True)
+class Validity:
+    """Which memories retrieval keeps: those valid at `as_of`, or (None) those valid now."""
+
+    as_of: datetime | None = None
+
+    def keeps(self, memory: BaseMemory) -> bool:
+        if not isinstance(memory, PersonalMemory):
+            return True
+        expires = _moment(memory.expires_at)
+        if self.as_of is None:
+            return not memory.valid_to and (expires is None or datetime.now() < expires)
+        start, end = _moment(memory.valid_from), _moment(memory.valid_to)
+        if start is not None and self.as_of < start:
+            return False
+        if end is not None and self.as_of >= end:
+            return False
+        return expires is None or self.as_of < expires
 
 
 def decay(memory: BaseMemory, as_of: datetime, settings: LifecycleSettings) -> float:
