@@ -13,6 +13,7 @@ the base `copy_workspace`) is reported once, by the outermost call.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -31,6 +32,9 @@ AUDITED_WRITES = ("upsert", "delete_ids", "replace_workspace", "delete_workspace
 _inside: ContextVar[bool] = ContextVar("_inside_audited_write", default=False)
 
 Method = Callable[..., Awaitable[Any]]
+
+#: above this many nodes a write's history entries are made in a worker thread (a library load: ~20 µs a node)
+OFF_LOOP_NODES = 1000
 
 
 async def _existing(store: VectorStore, workspace_id: str, ids: Sequence[str]) -> dict[str, VectorNode]:
@@ -88,7 +92,10 @@ def _audited(name: str, method: Method) -> Method:
                 trail.wrote(workspace_id, added=added, changed=[i for i in ids if i in before])
                 if replaced is not None:
                     _deleted(trail, workspace_id, replaced, whole_workspace=True)
-                _upserted(trail, workspace_id, nodes, before)
+                if len(nodes) > OFF_LOOP_NODES:
+                    await asyncio.to_thread(_upserted, trail, workspace_id, nodes, before)
+                else:
+                    _upserted(trail, workspace_id, nodes, before)
             elif name == "delete_ids":
                 asked: Sequence[str] = args[0] if args else kwargs["ids"]
                 before = await _existing(self, workspace_id, asked)
