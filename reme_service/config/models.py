@@ -146,6 +146,39 @@ class AuditConfig(_Strict):
     dir: str = Field(default="", description="empty = <data_dir>/audit; one <UTC date>.jsonl file a day")
 
 
+class HistoryConfig(_Strict):
+    """The history of every memory: one append-only JSONL file per workspace (docs/history.md)."""
+
+    enabled: bool = True
+    dir: str = Field(default="", description="empty = <data_dir>/history")
+
+
+class LifecycleSettings(_Strict):
+    """How personal memories age (docs/personal_memory.md, "Time validity"); every setting is off by default."""
+
+    ttl_seconds: float | None = Field(
+        default=None, gt=0, description="new personal memories expire this long after they are recorded; null = never"
+    )
+    decay_half_life_days: float | None = Field(
+        default=None, gt=0, description="retrieval halves a memory's score every this many days of age; null = off"
+    )
+    decay_floor: float = Field(
+        default=0.5, ge=0, le=1, description="the decay multiplier never goes below this (decay ranks, never filters)"
+    )
+
+
+class LifecycleConfig(LifecycleSettings):
+    workspaces: dict[str, LifecycleSettings] = Field(
+        default_factory=dict, description="per workspace id: the settings it overrides (the others are inherited)"
+    )
+
+    def for_workspace(self, workspace_id: str) -> LifecycleSettings:
+        """The settings of `workspace_id`: its own overrides over the service-wide ones."""
+        base = self.model_dump(exclude={"workspaces"})
+        own = self.workspaces.get(workspace_id)
+        return LifecycleSettings(**{**base, **(own.model_dump(exclude_unset=True) if own else {})})
+
+
 class AuthConfig(_Strict):
     """API keys (see docs/security.md). `auto`: keys are required when the service listens on anything but
     loopback, or as soon as the key file holds a key (a revoked one too: revoking the last key does not open the
@@ -221,6 +254,8 @@ class AppConfig(_Strict):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

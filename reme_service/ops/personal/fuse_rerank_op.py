@@ -15,6 +15,10 @@ the question):
 * when the query asks *when* something happened ("When did ...", "什么时候") and names no period, memories that
   record an event time get `fuse_time_question_ratio`.
 
+With the workspace's `lifecycle.decay_half_life_days` set, the fused score is also multiplied by the memory's age
+decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
+search are checked for validity like the others.
+
 `enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
 said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
 `time_match`.
@@ -23,6 +27,7 @@ said and, when known, the time it refers to; `metadata.memory_list` holds them w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from pydantic import Field
@@ -32,6 +37,7 @@ from reme_service.ops.common import keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
+from reme_service.ops.personal.lifecycle import decay
 from reme_service.ops.personal.memories import INSIGHT, event_span, personal_filter, said_at
 from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
 from reme_service.ops.personal.time_expressions import asks_about_time
@@ -84,7 +90,7 @@ def answer_line(memory: BaseMemory) -> str:
 class FuseRerankOp(ServiceOp[FuseRerankParams]):
     inputs = (fields.TOP_K,)
     reads = (common_keys.QUERY,)
-    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR)
+    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALIDITY, keys.QUERY_TIME)
     writes = (common_keys.MEMORY_LIST,)
 
     async def run(self, ctx: ServiceContext) -> None:
@@ -95,6 +101,11 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         if span is not None and memories:
             memories += await self._time_candidates(ctx, span, {m.memory_id for m in memories})
         when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[common_keys.QUERY])
+        lifecycle = ctx.services.config.lifecycle.for_workspace(ctx.workspace_id)
+        validity = ctx.get(keys.VALIDITY, None)
+        as_of: datetime | None = validity.as_of if validity is not None else None
+        if as_of is None and keys.QUERY_TIME in ctx:
+            as_of = ctx[keys.QUERY_TIME]
         scored: list[tuple[float, str, BaseMemory]] = []
         for memory in memories:
             relevance = memory.relevance or 0.0
@@ -107,6 +118,8 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
                 ratio *= params.fuse_time_ratio
             elif when_question and isinstance(memory, PersonalMemory) and event_span(memory) is not None:
                 ratio *= params.fuse_time_question_ratio
+            if as_of is not None:
+                ratio *= decay(memory, as_of, lifecycle)
             scored.append((relevance * ratio, match, memory))
         scored.sort(key=lambda item: item[0], reverse=True)
         limit = params.output_memory_max_count or ctx.input(fields.TOP_K)
@@ -131,7 +144,7 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
             # an array is what the stores take at run time; their signature says `Sequence[float]`
             hits = await store.search_vector(ctx.workspace_id, cast(Sequence[float], vector), top_k=top_k, filter=flt)
         found: list[BaseMemory] = []
-        for memory in hits_to_memories(hits):
+        for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):
                 seen.add(memory.memory_id)
                 found.append(memory)
