@@ -43,6 +43,7 @@ async def _drop_all(store: PgvectorVectorStore) -> None:
 
 class TestPgvectorStore(StoreContract):
     MID_WRITE = ("_insert", False)  # inside the commit's transaction, before the rows are sent
+    RECORDS_SPACE = False  # its workspaces do not record an embedding space yet
 
     @pytest.fixture(params=["hnsw", "exact"])
     async def store(

@@ -1,4 +1,4 @@
-"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert.
+"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert, reembed.
 
 `metadata.action_result` is always JSON (a dict or a list of memory dicts), never a Python repr string.
 """
@@ -21,12 +21,13 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext, workspace_working_root
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.workspace_ids import validate_workspace_id
 
-ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert")
+ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "reembed")
 #: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
 OFF_LOOP_NODES = 1000
 
@@ -69,6 +70,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             "delete": self._delete,
             "delete_ids": self._delete_ids,
             "insert": self._insert,
+            "reembed": self._reembed,
         }
         handler = handlers.get(action)
         if handler is None:
@@ -154,6 +156,10 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         async with store.lock(ctx.workspace_id):
             await store.upsert(ctx.workspace_id, nodes)
         return {"size": len(nodes), "memory_ids": [n.unique_id for n in nodes]}
+
+    async def _reembed(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        """Move the workspace to the store's current embedding space (`reembed.py`; over HTTP always a job)."""
+        return await reembed_workspace(store, ctx.workspace_id)
 
 
 R = TypeVar("R")
