@@ -16,9 +16,9 @@ import pytest
 from numpy.typing import NDArray
 
 from reme_service.errors import DimensionMismatchError, EmbeddingError, InvalidRequestError
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
-from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.base import VectorStore
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 
