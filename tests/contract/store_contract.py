@@ -470,11 +470,25 @@ class StoreContract:
         await store.upsert(WS, [make_node("late", "a memory written during the reembed")])
         await store.upsert(WS, [make_node("cat", "the user has a dog called Rex")])  # changed text
         await store.delete_ids(WS, ["coffee"])
+        swap = HeldCall(store, "replace_workspace", after=False)
         held.release.set()
+        await swap.reached.wait()  # caught up, about to swap
+        acquired = asyncio.Event()
+
+        async def writer() -> None:
+            async with store.lock(WS):  # as every writer of the service does
+                acquired.set()
+                await store.upsert(WS, [make_node("last", "written while the swap was pending")])
+
+        writing = asyncio.create_task(writer())
+        with pytest.raises(TimeoutError):  # the reembed holds the workspace's lock from its catch-up to its swap
+            await asyncio.wait_for(acquired.wait(), 0.3)
+        swap.release.set()
         result = await running
+        await writing
         assert result["size"] == len(CORPUS) and result["caught_up"] == 2  # "late" and the changed "cat"
         assert sorted(ids(await store.list_nodes(WS))) == sorted(
-            [uid for uid, *_ in CORPUS if uid != "coffee"] + ["late"]
+            [uid for uid, *_ in CORPUS if uid != "coffee"] + ["late", "last"]
         )
         assert (await store.search(WS, "a memory written during the reembed", top_k=1))[0].node.unique_id == "late"
         assert (await store.search(WS, "dog called Rex", top_k=1))[0].node.unique_id == "cat"
