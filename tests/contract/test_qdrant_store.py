@@ -40,7 +40,6 @@ async def _drop_all(store: QdrantVectorStore) -> None:
 
 class TestQdrantStore(StoreContract):
     MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the points are sent
-    RECORDS_SPACE = False  # its workspaces do not record an embedding space yet
 
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[QdrantVectorStore]:
