@@ -381,8 +381,15 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         return None if dim is _MISSING else dim
 
     async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
-        handle = await self._collection(workspace_id, create=False)
-        return None if handle is None else parse_space((handle.metadata or {}).get(_META_SPACE))
+        """The space in the collection's metadata. A cached handle that says another space than the store's is read
+        again once: another process may have re-embedded the workspace (a new collection) since it was cached."""
+        for attempt in (0, 1):
+            handle = await self._collection(workspace_id, create=False)
+            space = None if handle is None else parse_space((handle.metadata or {}).get(_META_SPACE))
+            if space is None or space == self.space or attempt:
+                return space
+            self._forget(workspace_id)
+        raise AssertionError("unreachable")
 
     async def _record_space(self, handle: Any) -> None:
         """Record the store's embedding space in the collection's metadata unless it is there (a collection made
