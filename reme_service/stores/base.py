@@ -24,8 +24,8 @@ Semantics every backend must honour (tests/contract/ checks them):
   embedder that wrote its vectors. `upsert` and the searches refuse a workspace that holds vectors of another
   space than the store's embedder with `EmbeddingSpaceConflictError` (409) naming both; a workspace with no
   recorded space takes the store's at its next write; `replace_workspace` records the store's space with the new
-  set. `workspace_space` tells the recorded space. A backend that records none (pgvector, for now) keeps only the
-  dimension check.
+  set. `workspace_space` tells the recorded space. Every backend records it (one that did not would
+  keep only the dimension check: the base's default).
 * **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
   failure leaves the old workspace untouched.
 * **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.

@@ -101,9 +101,6 @@ class StoreContract:
     # A method of the store that an upsert's commit awaits, and whether to hold the commit just after that call
     # returns (True) or just before it starts (False): a point where the write has begun but not finished.
     MID_WRITE: ClassVar[tuple[str, bool]]
-    # Whether the backend records each workspace's embedding space (`stores/spaces.py`); those that do not yet are
-    # skipped by the space tests, saying so.
-    RECORDS_SPACE: ClassVar[bool] = True
 
     @pytest.fixture
     def embedder(self) -> CountingEmbedder:
@@ -407,14 +404,7 @@ class StoreContract:
 
     # ----- embedding spaces and reembed -----
 
-    @pytest.fixture
-    def spaces(self) -> None:
-        if not self.RECORDS_SPACE:
-            pytest.skip("this backend does not record embedding spaces yet (docs/operations.md)")
-
-    async def test_the_embedding_space_is_recorded(
-        self, store: VectorStore, embedder: CountingEmbedder, spaces: None
-    ) -> None:
+    async def test_the_embedding_space_is_recorded(self, store: VectorStore, embedder: CountingEmbedder) -> None:
         assert await store.workspace_space(WS) is None
         await store.upsert(WS, corpus_nodes())
         assert await store.workspace_space(WS) == space_of(embedder)
@@ -423,7 +413,7 @@ class StoreContract:
 
     @pytest.mark.parametrize("other", [{"model_name": "another-model"}, {"dimensions": DIM // 2}])
     async def test_another_embedding_space_is_refused_until_reembedded(
-        self, store: VectorStore, spaces: None, other: dict[str, Any]
+        self, store: VectorStore, other: dict[str, Any]
     ) -> None:
         await store.upsert(WS, corpus_nodes())
         await store.upsert("untouched", [make_node("u")])
@@ -453,15 +443,13 @@ class StoreContract:
         with pytest.raises(EmbeddingSpaceConflictError):  # another workspace keeps its space until reembedded
             await store.upsert("untouched", [make_node("v")])
 
-    async def test_an_empty_workspace_takes_the_current_space(self, store: VectorStore, spaces: None) -> None:
+    async def test_an_empty_workspace_takes_the_current_space(self, store: VectorStore) -> None:
         await store.create_workspace(WS)
         store.embedder = CountingEmbedder(model_name="another-model")
         assert await store.upsert(WS, [make_node("a")]) == 1
         assert await store.workspace_space(WS) == space_of(store.embedder)
 
-    async def test_reembed_keeps_writes_made_during_it_and_searches_answer(
-        self, store: VectorStore, spaces: None
-    ) -> None:
+    async def test_reembed_keeps_writes_made_during_it_and_searches_answer(self, store: VectorStore) -> None:
         await store.upsert(WS, corpus_nodes())  # in the current space: its writes and searches go on meanwhile
         held = HeldCall(store.embedder, "embed", after=False)  # the next call: re-embedding the whole workspace
         running = asyncio.create_task(reembed_workspace(store, WS))

@@ -49,7 +49,6 @@ def workspace(client: httpx.Client) -> dict[str, Any]:
     return next(w for w in listed if w["workspace_id"] == "ws")
 
 
-@pytest.mark.skipif(os.environ.get("REME_TEST_STORE") == "pgvector", reason="pgvector records no embedding space yet")
 @pytest.mark.parametrize(
     ("override", "label"),
     [
