@@ -56,7 +56,7 @@ from reme_service.stores.packed import (
     export_node,
 )
 from reme_service.stores.params import MemoryStoreParams
-from reme_service.stores.spaces import EmbeddingSpace, check_space
+from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import (
     as_query,
     batch_dimension,
@@ -502,7 +502,7 @@ class MemoryVectorStore(VectorStore):
         validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is not None and state.size:  # refused before embedding; checked again under the write lock
-            check_space(workspace_id, state.space, self.space, "write to")
+            check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
         batch = await self._prepare(workspace_id, nodes, state.dim if state is not None else None)
         batch.space = self.space
         return await self._shielded(self._commit_upsert(workspace_id, batch))
@@ -514,7 +514,7 @@ class MemoryVectorStore(VectorStore):
             if batch.dim is None or not batch.nodes:
                 return 0
             if state.size:
-                check_space(workspace_id, state.space, self.space, "write to")
+                check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
             if state.dim is not None and state.dim != batch.dim:
                 raise dimension_error(workspace_id, state.dim, batch.dim, "the batch's vectors")
             await self._log_upsert(workspace_id, state, batch)
@@ -587,7 +587,7 @@ class MemoryVectorStore(VectorStore):
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
-        check_space(workspace_id, state.space, self.space, "search")
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         query = as_query(vector, workspace_id, state.dim)
         work = partial(state.search, query, top_k, predicate)
         return await state.gate.run_shared(work, inline=_search_inline(state))
@@ -600,12 +600,12 @@ class MemoryVectorStore(VectorStore):
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
-        check_space(workspace_id, state.space, self.space, "search")
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         vector = (await self.embedder.embed([query]))[0]
         state = await self._get(workspace_id)  # the workspace may have been replaced while embedding
         if state is None or state.dim is None or state.size == 0:
             return []
-        check_space(workspace_id, state.space, self.space, "search")
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         work = partial(
             state.hybrid_search, as_query(vector, workspace_id, state.dim), query, top_k, predicate, lexical_weight
         )
@@ -616,7 +616,7 @@ class MemoryVectorStore(VectorStore):
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
         validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
-        return state.space if state is not None and state.size else None
+        return recorded_space(state.space, state.dim) if state is not None and state.size else None
 
     async def list_ids(self, workspace_id: str) -> list[str]:
         """The ids alone, sorted, without decoding any node's metadata (the management API pages and exports by

@@ -63,7 +63,7 @@ from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_statement, lex_text, query_terms
 from reme_service.stores.remote import Prepared, RemoteVectorStore
-from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space
+from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -446,7 +446,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 if entry is None or entry[1] is None:
                     return empty
                 if search:
-                    check_space(workspace_id, entry.space, self.space, "search")
+                    check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
                 try:
                     return await read(conn, sql.Identifier(entry[0]), entry[1])
                 except psycopg.errors.UndefinedTable:
@@ -473,7 +473,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """One registry read (the base reads the dimension and the space apart)."""
         validate_workspace_id(workspace_id)
         entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
-        return None if entry is None or entry.dim is None else entry.space
+        return None if entry is None or entry.dim is None else recorded_space(entry.space, entry.dim)
 
     def _check_batch(self, batch: Prepared) -> None:
         for uid, content, metadata in zip(batch.ids, batch.contents, batch.metadatas, strict=True):
@@ -645,7 +645,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             table, dim, space = await self._register(conn, workspace_id)
             if space != self.space:  # checked again under the row lock: another process may have written since
                 if dim is not None:
-                    check_space(workspace_id, space, self.space, "write to")
+                    check_space(workspace_id, recorded_space(space, dim), self.space, "write to")
                 await self._set_space(conn, workspace_id)
             if dim is None:
                 await self._create_table(conn, table, new_dim)

@@ -38,7 +38,7 @@ from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
 from reme_service.stores.shared_lock import SharedLock
-from reme_service.stores.spaces import EmbeddingSpace, check_space
+from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import as_query, batch_dimension, embed_checked, latest_by_id, normalise_rows
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -215,9 +215,8 @@ class RemoteVectorStore(VectorStore, Generic[F]):
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
         validate_workspace_id(workspace_id)
-        if await self._stored_dim(workspace_id) is None:
-            return None
-        return await self._stored_space(workspace_id)
+        dim = await self._stored_dim(workspace_id)
+        return None if dim is None else recorded_space(await self._stored_space(workspace_id), dim)
 
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
@@ -264,7 +263,7 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         dim = await self._stored_dim(workspace_id)
         if dim is None:
             return []
-        check_space(workspace_id, await self._stored_space(workspace_id), self.space, "search")
+        check_space(workspace_id, recorded_space(await self._stored_space(workspace_id), dim), self.space, "search")
         query = as_query(vector, workspace_id, dim)
         if plan.impossible or native.impossible:
             return []

@@ -9,7 +9,9 @@ The rule, checked by the stores (`check_space`): a workspace that holds vectors 
 the store's embedder's refuses writes and searches with a 409 `conflict` naming both spaces (a query embedded in
 one space searched against vectors of another ranks noise). Listing, reading by id and deleting still work, and
 `vector_store action=reembed` moves the workspace to the current space. A workspace without a recorded space
-(made before spaces were recorded, or holding no vectors) takes the current one at its next write.
+(made before spaces were recorded, or holding no vectors) takes the current one at its next write. A record whose
+dimension is not the vectors' (vectors given by a caller at another dimension than the embedder's) is ignored
+(`recorded_space`): the dimension check answers for those.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def parse_space(value: Any) -> EmbeddingSpace | None:
         return EmbeddingSpace.model_validate(data)
     except (orjson.JSONDecodeError, ValidationError):
         return None
+
+
+def recorded_space(space: EmbeddingSpace | None, dim: int | None) -> EmbeddingSpace | None:
+    """The space a workspace holding vectors of dimension `dim` is in: its record, unless that names another
+    dimension (the vectors were given by the caller, not made by that embedder: only the dimension check applies)."""
+    return space if space is not None and space.dimensions == dim else None
 
 
 class EmbeddingSpaceConflictError(ConflictError):

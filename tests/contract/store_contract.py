@@ -410,6 +410,8 @@ class StoreContract:
         assert await store.workspace_space(WS) == space_of(embedder)
         await store.replace_workspace("replaced", [make_node("x")])
         assert await store.workspace_space("replaced") == space_of(embedder)
+        await store.upsert("given", [make_node("g", vector=unit_vector(1, dim=16))])  # not the embedder's vectors
+        assert await store.workspace_space("given") is None
 
     @pytest.mark.parametrize("other", [{"model_name": "another-model"}, {"dimensions": DIM // 2}])
     async def test_another_embedding_space_is_refused_until_reembedded(
