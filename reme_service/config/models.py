@@ -130,6 +130,16 @@ class FlowConfig(_Strict):
     background: bool = Field(
         default=False, description='HTTP requests may ask to run it as a job ("async": true → 202 and a job id)'
     )
+    job_when: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='a background flow\'s HTTP request is a job even without "async" when field F is one of these',
+    )
+
+    @model_validator(mode="after")
+    def _jobs_need_background(self) -> FlowConfig:
+        if self.job_when and not self.background:
+            raise ValueError("job_when needs background: true")
+        return self
 
 
 class RateLimitConfig(_Strict):

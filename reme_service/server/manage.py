@@ -79,6 +79,13 @@ class WorkspaceSummary(BaseModel):
     size: int = Field(description="how many memories it holds")
     counts: dict[str, int] = Field(description="memories by memory_type (task, personal, tool)")
     last_modified: str | None = Field(description="the latest time_modified of its memories (null when empty)")
+    embedding_space: dict[str, Any] | None = Field(
+        default=None,
+        description="provider, model and dimensions of the embedder its vectors come from (null: none recorded)",
+    )
+    needs_reembed: bool = Field(
+        default=False, description="its vectors come from another embedder than the service's: run reembed"
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -310,7 +317,11 @@ class ManageAPI:
         result = []
         for workspace_id in visible:
             nodes = await store.list_nodes(workspace_id)
-            result.append(await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes)))
+            summary = await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes))
+            space = await store.workspace_space(workspace_id)
+            summary["embedding_space"] = space.model_dump() if space is not None else None
+            summary["needs_reembed"] = space is not None and space != store.space
+            result.append(summary)
         return json_response({"workspaces": result}, request_id=request_id_from(request.scope.get("headers", ())))
 
     async def list_memories(self, request: Request, workspace_id: str) -> Response:

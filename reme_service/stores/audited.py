@@ -14,8 +14,9 @@ the base `copy_workspace`) is reported once, by the outermost call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,17 @@ AUDITED_WRITES = ("upsert", "delete_ids", "replace_workspace", "delete_workspace
 _inside: ContextVar[bool] = ContextVar("_inside_audited_write", default=False)
 
 Method = Callable[..., Awaitable[Any]]
+
+
+@contextlib.contextmanager
+def vectors_only() -> Iterator[None]:
+    """The writes in the block change vectors, not memories (a re-embedding writes every memory back with new
+    vectors): they are not reported — no history entries, no change events, nothing scrubbed."""
+    token = _inside.set(True)
+    try:
+        yield
+    finally:
+        _inside.reset(token)
 
 #: above this many nodes a write's history entries are made in a worker thread (a library load: ~20 µs a node)
 OFF_LOOP_NODES = 1000

@@ -4,11 +4,12 @@ Files in `store_dir` for a workspace `<ws>`:
 
 * `<ws>.snap`, the snapshot, always replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of
   the directory; every fsync of this store is in `reme_service/durable.py`):
-  a JSON header line `{"format", "version", "dim", "count", "nodes_bytes", "wal_id"}`, then `nodes_bytes` of
+  a JSON header line `{"format", "version", "dim", "space", "count", "nodes_bytes", "wal_id"}` (`space`: the
+  workspace's embedding space, `stores/spaces.py`; absent in older snapshots), then `nodes_bytes` of
   JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
   vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
 * `<ws>.wal`, the write-ahead log: a header line `{"op": "wal", "wal_id"}`, then one JSON line per upsert
-  (`{"op": "upsert", "dim", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
+  (`{"op": "upsert", "dim", "space", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
   (`{"op": "delete", "ids"}`), written and fsynced before the call returns and before RAM changes. One line
   per call, so a batch is either wholly in the log or not at all.
 
@@ -66,6 +67,7 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.resident import ResidentSet
+from reme_service.stores.spaces import parse_space
 from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 T = TypeVar("T")
@@ -209,6 +211,7 @@ def _snapshot_chunks(state: WorkspaceState, wal_id: str, workspace_id: str) -> l
         "format": SNAPSHOT_FORMAT,
         "version": SNAPSHOT_VERSION,
         "dim": state.dim,
+        "space": state.space.model_dump() if state.space is not None else None,
         "count": len(order),
         "nodes_bytes": len(blob),
         "wal_id": wal_id,
@@ -251,7 +254,7 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
             raise StoreError(f"snapshot {path.name} is corrupt: {exc}") from exc
     if sys.byteorder != "little":
         matrix[:count].byteswap(inplace=True)
-    state = WorkspaceState(dim, matrix)
+    state = WorkspaceState(dim, matrix, parse_space(header.get("space")))
     state.nodes = nodes
     state.rows = {node.unique_id: row for row, node in enumerate(nodes)}
     return state, wal_id
@@ -272,6 +275,7 @@ def _apply_record(state: WorkspaceState, record: dict[str, Any], workspace_id: s
         raise ValueError(f"a record of dimension {dim} in a workspace of dimension {state.dim}")
     needed = state.size + state.count_new(node.unique_id for node in nodes)
     state.apply_upsert(nodes, vectors, dim=dim, matrix=state.grown(needed, dim))
+    state.space = parse_space(record.get("space")) or state.space
 
 
 def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
@@ -340,6 +344,7 @@ def _encode_upsert(batch: Batch) -> bytes:
     record = {
         "op": "upsert",
         "dim": batch.dim,
+        "space": batch.space.model_dump() if batch.space is not None else None,
         "nodes": [orjson.Fragment(_encode_node(node)) for node in batch.nodes],
         "vectors": base64.b64encode(np.ascontiguousarray(batch.vectors, dtype="<f4").tobytes()).decode(),
     }

@@ -56,6 +56,7 @@ from reme_service.stores.packed import (
     export_node,
 )
 from reme_service.stores.params import MemoryStoreParams
+from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import (
     as_query,
     batch_dimension,
@@ -145,15 +146,19 @@ class Batch:
     nodes: list[StoredNode]
     vectors: NDArray[np.float32]
     dim: int | None
+    space: EmbeddingSpace | None = None  # the embedding space of the vectors (`stores/spaces.py`)
 
 
 class WorkspaceState:
     """One workspace in RAM. Mutators run only under the gate's exclusive side (or on a private state)."""
 
-    __slots__ = ("dim", "matrix", "nodes", "rows", "gate", "lexical", "_lexical_lock", "_sorted_ids")
+    __slots__ = ("dim", "space", "matrix", "nodes", "rows", "gate", "lexical", "_lexical_lock", "_sorted_ids")
 
-    def __init__(self, dim: int | None = None, matrix: NDArray[np.float32] | None = None) -> None:
+    def __init__(
+        self, dim: int | None = None, matrix: NDArray[np.float32] | None = None, space: EmbeddingSpace | None = None
+    ) -> None:
         self.dim = dim
+        self.space = space  # the embedding space of the vectors; None until a write records one
         self.matrix: NDArray[np.float32] = np.empty((0, dim or 0), np.float32) if matrix is None else matrix
         self.nodes: list[StoredNode] = []  # row order
         self.rows: dict[str, int] = {}  # id -> row, in insertion order
@@ -176,7 +181,7 @@ class WorkspaceState:
 
     @classmethod
     def build(cls, batch: Batch) -> WorkspaceState:
-        state = cls(batch.dim)
+        state = cls(batch.dim, space=batch.space)
         if batch.dim is not None:
             matrix = state.grown(len(batch.nodes), batch.dim)
             state.apply_upsert(batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
@@ -496,7 +501,10 @@ class MemoryVectorStore(VectorStore):
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
+        if state is not None and state.size:  # refused before embedding; checked again under the write lock
+            check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
         batch = await self._prepare(workspace_id, nodes, state.dim if state is not None else None)
+        batch.space = self.space
         return await self._shielded(self._commit_upsert(workspace_id, batch))
 
     async def _commit_upsert(self, workspace_id: str, batch: Batch) -> int:
@@ -505,6 +513,8 @@ class MemoryVectorStore(VectorStore):
             assert state is not None
             if batch.dim is None or not batch.nodes:
                 return 0
+            if state.size:
+                check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
             if state.dim is not None and state.dim != batch.dim:
                 raise dimension_error(workspace_id, state.dim, batch.dim, "the batch's vectors")
             await self._log_upsert(workspace_id, state, batch)
@@ -514,6 +524,7 @@ class MemoryVectorStore(VectorStore):
             matrix = grow() if small else await asyncio.to_thread(grow)  # copying only reads: readers may run
             apply = partial(state.apply_upsert, batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
             await state.gate.run_exclusive(apply, inline=len(batch.nodes) < INLINE_ROWS)
+            state.space = batch.space  # logged with the batch: a workspace without a space adopts it atomically
             await self._after_write(workspace_id, state)
         return len(batch.nodes)
 
@@ -539,6 +550,7 @@ class MemoryVectorStore(VectorStore):
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
         batch = await self._prepare(workspace_id, nodes, None)
+        batch.space = self.space
         build = partial(WorkspaceState.build, batch)
         state = build() if len(batch.nodes) < INLINE_ROWS else await asyncio.to_thread(build)
         return await self._shielded(self._commit_replace(workspace_id, state))
@@ -575,6 +587,7 @@ class MemoryVectorStore(VectorStore):
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         query = as_query(vector, workspace_id, state.dim)
         work = partial(state.search, query, top_k, predicate)
         return await state.gate.run_shared(work, inline=_search_inline(state))
@@ -587,16 +600,23 @@ class MemoryVectorStore(VectorStore):
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         vector = (await self.embedder.embed([query]))[0]
         state = await self._get(workspace_id)  # the workspace may have been replaced while embedding
         if state is None or state.dim is None or state.size == 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         work = partial(
             state.hybrid_search, as_query(vector, workspace_id, state.dim), query, top_k, predicate, lexical_weight
         )
         # A first hybrid search builds the index (tokenising every node): off the loop unless the workspace is small.
         inline = _search_inline(state) if state.lexical is not None else state.size < INLINE_ROWS // 8
         return await state.gate.run_shared(work, inline=inline)
+
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        return recorded_space(state.space, state.dim) if state is not None and state.size else None
 
     async def list_ids(self, workspace_id: str) -> list[str]:
         """The ids alone, sorted, without decoding any node's metadata (the management API pages and exports by

@@ -4,8 +4,9 @@ sharing one database. psycopg 3 async, connections from a `psycopg_pool.AsyncCon
 Layout, under `table_prefix` (default `reme_`):
 
 * `<prefix>workspaces` (the registry): one row per workspace: its id as given, the table holding its nodes
-  (`tbl`), and the dimension of its vectors (`dim`, NULL while it holds none: an empty workspace takes the dimension
-  of its first vectors; the table is made then).
+  (`tbl`), the dimension of its vectors (`dim`, NULL while it holds none: an empty workspace takes the dimension
+  of its first vectors; the table is made then) and their embedding space (`space`, JSON text, `stores/spaces.py`;
+  the column is added to an older registry at start, and an older row takes the space of its next write).
 * `<prefix>n<hash>_<generation>`: a workspace's nodes: `id` (primary key), `seq` (listing order: from the sequence
   `<prefix>seq` when an id is first written, kept when it is replaced), `content`, `metadata` (jsonb) and
   `embedding vector(dim)` (unit vectors: inner product = cosine), with an HNSW index (`vector_ip_ops`) when
@@ -43,7 +44,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import orjson
@@ -64,6 +65,7 @@ from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_s
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
+from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -73,6 +75,14 @@ T = TypeVar("T")
 Conn = AsyncConnection[TupleRow]
 MAX_EF_SEARCH = 1_000  # pgvector's limit of hnsw.ef_search
 MAX_HNSW_DIM = 2_000  # pgvector's limit for an HNSW index on `vector`
+
+
+class _Entry(NamedTuple):
+    """A workspace's registry row."""
+
+    tbl: str
+    dim: int | None
+    space: EmbeddingSpace | None
 
 
 def _vector_text(vector: NDArray[np.float32]) -> str:
@@ -292,6 +302,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     "(workspace_id text PRIMARY KEY, tbl text NOT NULL UNIQUE, dim integer)"
                 ).format(self._registry)
             )
+            await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS space text").format(self._registry))
             await conn.execute(sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(self._name("seq")))
 
     def _key(self, name: str) -> int:
@@ -375,12 +386,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     # ----- workspaces -----
 
-    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> tuple[str, int | None] | None:
-        query = sql.SQL("SELECT tbl, dim FROM {} WHERE workspace_id = %s").format(self._registry)
+    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> _Entry | None:
+        query = sql.SQL("SELECT tbl, dim, space FROM {} WHERE workspace_id = %s").format(self._registry)
         if for_update:
             query = sql.SQL("{} FOR UPDATE").format(query)
         row = await (await conn.execute(query, [workspace_id])).fetchone()
-        return None if row is None else (str(row[0]), row[1])
+        return None if row is None else _Entry(str(row[0]), row[1], parse_space(row[2]))
 
     async def exists_workspace(self, workspace_id: str) -> bool:
         validate_workspace_id(workspace_id)
@@ -398,7 +409,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         validate_workspace_id(workspace_id)
         await self._write("creating a workspace", lambda conn: self._register(conn, workspace_id))
 
-    async def _register(self, conn: Conn, workspace_id: str) -> tuple[str, int | None]:
+    async def _register(self, conn: Conn, workspace_id: str) -> _Entry:
         """The workspace's registry row, locked for this transaction (inserted when missing)."""
         await conn.execute(
             sql.SQL("INSERT INTO {} (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) DO NOTHING").format(
@@ -456,16 +467,25 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
 
     async def _read_table(
-        self, action: str, workspace_id: str, read: Callable[[Conn, sql.Identifier, int], Awaitable[T]], empty: T
+        self,
+        action: str,
+        workspace_id: str,
+        read: Callable[[Conn, sql.Identifier, int], Awaitable[T]],
+        empty: T,
+        *,
+        search: bool = False,
     ) -> T:
         """`read(conn, table, dim)` on the workspace's table; `empty` for an unknown workspace or one with no
-        vectors. A table dropped between reading the registry and reading it (a concurrent replace) is read again."""
+        vectors. A table dropped between reading the registry and reading it (a concurrent replace) is read again.
+        A `search` is refused (409) when the workspace's vectors are of another embedding space."""
 
         async def work(conn: Conn) -> T:
             for attempt in (0, 1, 2):
                 entry = await self._entry(conn, workspace_id)
                 if entry is None or entry[1] is None:
                     return empty
+                if search:
+                    check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
                 try:
                     return await read(conn, sql.Identifier(entry[0]), entry[1])
                 except psycopg.errors.UndefinedTable:
@@ -483,6 +503,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _stored_dim(self, workspace_id: str) -> int | None:
         entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
         return None if entry is None else entry[1]
+
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
+        return None if entry is None else entry.space
+
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """One registry read (the base reads the dimension and the space apart)."""
+        validate_workspace_id(workspace_id)
+        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
+        return None if entry is None or entry.dim is None else recorded_space(entry.space, entry.dim)
 
     def _check_batch(self, batch: Prepared) -> None:
         for uid, content, metadata in zip(batch.ids, batch.contents, batch.metadatas, strict=True):
@@ -533,7 +563,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             hits = await self._search_rows(conn, workspace_id, table, query, top_k, native)
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def search_hybrid(
         self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
@@ -564,7 +594,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
@@ -572,7 +602,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
             return await self._search_rows(conn, workspace_id, table, query, top_k, native)
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def _search_rows(
         self,
@@ -653,7 +683,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         deferred: list[str] = []
 
         async def work(conn: Conn) -> int:
-            table, dim = await self._register(conn, workspace_id)
+            table, dim, space = await self._register(conn, workspace_id)
+            if space != self.space:  # checked again under the row lock: another process may have written since
+                if dim is not None:
+                    check_space(workspace_id, recorded_space(space, dim), self.space, "write to")
+                await self._set_space(conn, workspace_id)
             if dim is None:
                 await self._create_table(conn, table, new_dim)
                 await self._insert(conn, table, batch)
@@ -674,6 +708,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """Build the HNSW index of tables committed without it (a transaction may have been retried: the last)."""
         if tables:
             self._builder.schedule(tables[-1])
+
+    async def _set_space(self, conn: Conn, workspace_id: str) -> None:
+        """Record the store's embedding space for the workspace (in the caller's transaction)."""
+        query = sql.SQL("UPDATE {} SET space = %s WHERE workspace_id = %s").format(self._registry)
+        await conn.execute(query, [self.space.to_json(), workspace_id])
 
     async def _set_dim(self, conn: Conn, workspace_id: str, dim: int | None, table: str | None = None) -> None:
         if table is None:
@@ -708,7 +747,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         deferred: list[str] = []
 
         async def work(conn: Conn) -> int:
-            old, _ = await self._register(conn, workspace_id)
+            old = (await self._register(conn, workspace_id)).tbl
+            await self._set_space(conn, workspace_id)
             fresh = self._table_name(workspace_id)
             if batch.ids:
                 assert batch.dim is not None

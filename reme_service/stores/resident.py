@@ -26,8 +26,7 @@ def footprint(state: WorkspaceState) -> int:
     step = max(1, size // SAMPLE_NODES)
     sample = state.nodes[::step][:SAMPLE_NODES]
     per_node = sum(
-        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta)
-        for n in sample
+        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta) for n in sample
     ) / len(sample)
     return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES))
 

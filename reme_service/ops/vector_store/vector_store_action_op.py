@@ -1,4 +1,5 @@
-"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert, history.
+"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert, history,
+reembed.
 
 `metadata.action_result` is always JSON (a dict or a list of memory dicts), never a Python repr string.
 """
@@ -22,12 +23,13 @@ from reme_service.history.lookup import memory_history
 from reme_service.ops.common.context import ServiceContext, workspace_working_root
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.workspace_ids import validate_workspace_id
 
-ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history")
+ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
 #: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
 OFF_LOOP_NODES = 1000
 
@@ -72,6 +74,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             "delete_ids": self._delete_ids,
             "insert": self._insert,
             "history": self._history,
+            "reembed": self._reembed,
         }
         handler = handlers.get(action)
         if handler is None:
@@ -161,6 +164,10 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
     async def _history(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
         """The memory's history entries, oldest first (404 for a memory with neither history nor existence)."""
         return await memory_history(ctx.services.history, store, ctx.workspace_id, _require(ctx, MEMORY_ID))
+
+    async def _reembed(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        """Move the workspace to the store's current embedding space (`reembed.py`; over HTTP always a job)."""
+        return await reembed_workspace(store, ctx.workspace_id)
 
 
 R = TypeVar("R")
