@@ -48,9 +48,7 @@ class Services:
         try:
             return self.embedders[name]
         except KeyError:
-            raise ConfigError(
-                f"no embedding_model named {name!r}; configured: {', '.join(self.embedders)}"
-            ) from None
+            raise ConfigError(f"no embedding_model named {name!r}; configured: {', '.join(self.embedders)}") from None
 
     def store_embedder(self, store: str = "default") -> EmbeddingClient:
         """The embedder whose vectors the store named `store` holds (its `embedding_model`)."""

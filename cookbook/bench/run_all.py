@@ -615,9 +615,10 @@ def bench_abuse(args: argparse.Namespace, report: Report) -> None:
     idle, idle_s, load, workspaces = (100, 3.0, 2_000, 300) if quick else (300, 15.0, 10_000, 2_000)
     print(f"\n== availability under abuse ({idle} idle sockets, regex bomb, {load:,}-memory load)", flush=True)
     overrides = ["embedding_model.default.backend=hash", "vector_store.default.backend=local", *args.overrides]
-    with tempfile.TemporaryDirectory(prefix="run-all-abuse-", dir=args.dir) as tmp, rs.running_server(
-        args.python, Path(tmp), overrides, args.startup_timeout
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="run-all-abuse-", dir=args.dir) as tmp,
+        rs.running_server(args.python, Path(tmp), overrides, args.startup_timeout) as server,
+    ):
         figures = [abuse.quiet_health(server), abuse.idle_sockets(server, idle, idle_s)]
         figures.append(abuse.regex_bomb(server, 27, 30.0))
         figures.extend(abuse.query_during_load(server, load, args.seed))

@@ -1,9 +1,9 @@
 """`ResidentSet`: which workspaces a persistent in-process store holds in RAM, least recently used first, with each
 one's estimated size, so that the store can let idle ones go when the total passes its budget.
 
-The estimate (`footprint`) is the vector matrix's bytes plus the node count times the measured size of a sample of
-nodes (the objects, their texts, their metadata bytes and their place in the id index): exact for the matrix, close
-for the rest, and cheap — recomputed only when a workspace's size changes.
+The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's, if any) plus the node count
+times the measured size of a sample of nodes (the objects, their texts, their metadata bytes and their place in the
+id index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size changes.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ def footprint(state: WorkspaceState) -> int:
     step = max(1, size // SAMPLE_NODES)
     sample = state.nodes[::step][:SAMPLE_NODES]
     per_node = sum(
-        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta)
-        for n in sample
+        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta) for n in sample
     ) / len(sample)
-    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES))
+    ann = state.ann.memory_bytes() if state.ann is not None else 0
+    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann)
 
 
 class ResidentSet:
