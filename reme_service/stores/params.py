@@ -20,11 +20,11 @@ class AnnParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # workspaces with at least this many rows get the index (built in the background); None: never (exact only)
-    min_rows: int | None = Field(default=100_000, ge=1)
+    min_rows: int | None = Field(default=200_000, ge=1)
     dtype: Literal["i8", "f16", "f32"] = "i8"  # the graph's copy of the vectors (i8: 1 byte per dimension)
     connectivity: int = Field(default=16, ge=2, le=256)  # HNSW M: neighbours per node
     expansion_add: int = Field(default=128, ge=1, le=4096)  # ef at insertion
-    expansion_search: int = Field(default=64, ge=1, le=4096)  # ef at search (raised to the candidate count)
+    expansion_search: int = Field(default=128, ge=1, le=4096)  # ef at search (raised to the candidate count)
     # candidates asked of the graph per hit wanted (at least 40), re-scored exactly; filters widen it (docs/scaling.md)
     candidates: int = Field(default=4, ge=1, le=1000)
     build_threads: int = Field(default=1, ge=1, le=64)  # threads of a background build
