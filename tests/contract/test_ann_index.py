@@ -218,19 +218,19 @@ def _run_writer_until_killed(store_dir: Path, first: int, wanted_acks: int, stde
 
 async def test_kill_9_during_index_updates_loses_nothing_and_the_index_agrees(tmp_path: Path) -> None:
     store_dir, stderr_path = tmp_path / "vs", tmp_path / "writer.stderr"
-    next_batch, acked = 0, set[int]()
+    next_batch, acked, in_flight = 0, set[int](), set[int]()  # in flight: written or not when the kill came
     for wanted in (11, 7, 9):
         got = await anyio.to_thread.run_sync(_run_writer_until_killed, store_dir, next_batch, wanted, stderr_path)
         assert len(got) >= wanted, f"the writer failed:\n{stderr_path.read_text()}"
         acked |= set(got)
-        in_flight = max(got) + 1
+        in_flight.add(max(got) + 1)
         store = LocalVectorStore(
             LocalStoreParams(store_dir=store_dir, ann=AnnParams(min_rows=1, expansion_search=2048)),
             embedder=HashEmbeddingClient(dimensions=writer.DIM),
         )
         present = set(await store.list_ids(writer.WORKSPACE))
         deleted = {uid for b in acked for uid in writer.deleted_ids(b)}
-        maybe_deleted = set(writer.deleted_ids(in_flight))
+        maybe_deleted = {uid for b in in_flight for uid in writer.deleted_ids(b)}
         for batch in acked:
             for node in writer.batch_nodes(batch):
                 uid = node.unique_id
@@ -247,4 +247,4 @@ async def test_kill_9_during_index_updates_loses_nothing_and_the_index_agrees(tm
             exact = await store.search_vector(writer.WORKSPACE, probe, top_k=10, exact=True)
             assert [h.score for h in fast] == [h.score for h in exact]  # (its texts have ties: ids may swap)
         await store.close()
-        next_batch = max(max(got), in_flight) + 1
+        next_batch = max(got) + 2
