@@ -555,6 +555,60 @@ def manage_section(report: Any) -> list[str]:
     return [*lines, *table(["figure", "measured"], rows), ""]
 
 
+ANN_TARGETS = (  # issue #17, at 1,000,000 memories: (label, key, target, higher is better, unit)
+    ("open (snapshot + index file)", "load_s", 90.0, False, "s"),
+    ("RSS after open", "rss_mib", 2560.0, False, "MiB"),
+    ("approximate p50", "ann_p50_ms", 10.0, False, "ms"),
+    ("recall@10 vs exact", "recall", 0.95, True, ""),
+    ("exact p50", "exact_p50_ms", 80.0, False, "ms"),
+)
+
+
+def ann_rows(report: Any) -> tuple[list[list[str]], list[str]]:
+    """The big-workspace figures, and verdicts when the run was at 1M memories (where the targets apply)."""
+    a = getattr(report, "ann", None) or {}
+    rows, verdicts = [], []
+    judged = a.get("memories", 0) >= 1_000_000
+    for label, key, target, higher, unit in ANN_TARGETS:
+        value = a[key]
+        ok = value >= target if higher else value <= target
+        goal = f"{'>=' if higher else '<='} {target:g} {unit}".rstrip()
+        verdict = ("meets" if ok else "MISSES") if judged else "(targets at 1M)"
+        rows.append([label, f"{num(value, 3 if key == 'recall' else 1)} {unit}".rstrip(), goal, verdict])
+        if judged:
+            verdicts.append(
+                f"1M workspace, {label}: {num(value, 3 if key == 'recall' else 1)} {unit} (target {goal}) {verdict}"
+            )
+    return rows, verdicts
+
+
+def ann_section(report: Any) -> list[str]:
+    lines = ["## One big workspace: the approximate index", ""]
+    if getattr(report, "ann_reason", ""):
+        return [*lines, f"Not available: {report.ann_reason}.", ""]
+    a = getattr(report, "ann", None)
+    if not a:
+        return []
+    lines.append(
+        f"cookbook/bench/ann_million.py: {a['memories']:,} memories in one workspace of the local store ({a['dim']}-d, "
+        f"hash embedder), direct store calls; {a['queries']:,} queries searched through the index and exactly "
+        "(`exact=True`); recall@10 of the index's answers against the exact ones. The open time reads the snapshot "
+        "and the index file in a fresh process."
+    )
+    lines.append("")
+    rows, _ = ann_rows(report)
+    rows += [
+        ["approximate p99", f"{num(a['ann_p99_ms'], 2)} ms", "", ""],
+        ["exact p99", f"{num(a['exact_p99_ms'], 1)} ms", "", ""],
+        ["exact search floor (numpy vecdot + top-k, p50)", f"{num(a['floor_p50_ms'], 1)} ms", "", ""],
+        ["RSS peak while opening", f"{num(a['rss_peak_mib'], 0)} MiB", "", ""],
+        ["float32 rows / index in RAM", f"{num(a['matrix_mib'], 0)} / {num(a['index_mib'], 0)} MiB", "", ""],
+    ]
+    if "index_build_s" in a:
+        rows.append(["index build (background, after the load)", f"{num(a['index_build_s'], 0)} s", "", ""])
+    return [*lines, *table(["figure", "measured", "target", "verdict"], rows), ""]
+
+
 def abuse_section(report: Any) -> list[str]:
     lines = ["## Availability under abuse", ""]
     if report.abuse_reason:
@@ -596,6 +650,7 @@ def render(report: Any) -> tuple[str, list[str]]:
     elapsed = (report.finished - report.started).total_seconds() if report.finished else float("nan")
     command = shlex.join([sys.executable.rsplit("/", 1)[-1], "cookbook/bench/run_all.py", *sys.argv[1:]])
     rows, verdicts = target_rows(report)
+    verdicts += ann_rows(report)[1] if getattr(report, "ann", None) else []
     lines = [
         f"# Performance report, {report.started:%Y-%m-%d %H:%M}",
         "",
@@ -620,6 +675,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *locomo_section(report),
         *abuse_section(report),
         *manage_section(report),
+        *ann_section(report),
         *problems_section(report),
     ]
     return "\n".join(lines).rstrip() + "\n", verdicts

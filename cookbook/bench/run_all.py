@@ -34,6 +34,9 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    [locomo_recall]. A script that is missing, or a part that is skipped, leaves a row saying so.
 6. The management API [manage_api]: a listing page of 100 (p50, p95) and a full export (memories/s, server RSS
    during it) at 100k memories (quick: 10k).
+7. One big workspace [ann_million]: the local store's approximate index, direct store calls, at 100k memories
+   (quick: 20k; `--big`: 1,000,000, about 20-30 minutes on 2 cores, where issue #17's targets apply): open time,
+   RSS, approximate p50/p99 and recall@10 against exact search, exact p50 beside its floor (numpy vecdot + top-k).
 
 Floors and ratios: a retrieval figure at N memories and c clients is compared with echo(c) + top-k(N): latency
 floor = echo p50 + top-k p50, throughput floor = min(echo req/s, cores / (1 / echo req/s + top-k seconds)) (the
@@ -77,7 +80,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "multiprocess", "pgvector", "embedder", "summary", "locomo", "abuse", "manage")
+PARTS = ("retrieval", "floors", "multiprocess", "pgvector", "embedder", "summary", "locomo", "abuse", "manage", "ann")
 MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
@@ -163,6 +166,8 @@ class Report:
     abuse_reason: str = ""
     manage: dict[str, Any] = field(default_factory=dict)  # manage_api.py: listing page p50, export rate, RSS
     manage_reason: str = ""
+    ann: dict[str, Any] = field(default_factory=dict)  # ann_million.py: one big workspace's approximate index
+    ann_reason: str = ""
     errors: list[str] = field(default_factory=list)
 
 
@@ -676,6 +681,18 @@ def bench_manage(args: argparse.Namespace, report: Report) -> None:
     )
 
 
+def bench_ann(args: argparse.Namespace, report: Report) -> None:
+    bench = optional_module("ann_million")
+    if bench is None:
+        report.ann_reason = "cookbook/bench/ann_million.py is not available"
+        return
+    size = args.ann_memories or (1_000_000 if args.big else 20_000 if args.quick else 100_000)
+    print(f"\n== one big workspace: the approximate index at {size:,} memories", flush=True)
+    report.ann = bench.run(size, queries=200 if args.quick else 1000, threads=2 if args.big else 1)
+    for line in bench.report(report.ann):
+        print(f"   {line}", flush=True)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Main
 # ----------------------------------------------------------------------------------------------------------------
@@ -704,6 +721,8 @@ def _choices(allowed: Sequence[str]) -> Any:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1k and 10k only, fewer requests, shorter runs")
+    parser.add_argument("--big", action="store_true", help="the approximate-index part at 1,000,000 memories")
+    parser.add_argument("--ann-memories", type=rs.positive_int, help="memories of the approximate-index part")
     parser.add_argument("--sizes", type=rs.parse_sizes, help="library sizes (default 1000,10000,100000)")
     parser.add_argument("--stores", type=_choices(STORES), default=list(STORES), help="default memory,local,chroma")
     parser.add_argument("--clients", type=_int_list, default=[1, 16, 64], help="concurrent clients (default 1,16,64)")
@@ -799,6 +818,7 @@ def run(args: argparse.Namespace) -> Report:
                 ("locomo", bench_locomo),
                 ("abuse", bench_abuse),
                 ("manage", bench_manage),
+                ("ann", bench_ann),
             ):
                 if part in args.skip:
                     setattr(report, f"{part}_reason", f"skipped (--skip {part})")

@@ -18,6 +18,8 @@ Semantics every backend must honour (tests/contract/ checks them):
 * **Hybrid search** (`search_hybrid`) ranks by the cosine similarity fused with a lexical (BM25) score of the
   query against the nodes' `content`, `(1 - w) * cos + w * bm25 / max(bm25)`, scores in [0, 1]; filters and
   `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here).
+* **Exact search on request**: the search methods take `exact`; a backend that answers big workspaces from an
+  approximate index (the in-process stores past `ann.min_rows`, pgvector's HNSW) ranks every row when it is set.
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
   `list_ids` returns the ids alone, sorted (a stable order to page by).
 * **Embedding space** (`stores/spaces.py`): each workspace records the space (provider, model, dimension) of the
@@ -153,8 +155,16 @@ class VectorStore(ABC):
 
     @abstractmethod
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
-    ) -> list[SearchHit]: ...
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
+    ) -> list[SearchHit]:
+        """The nearest nodes; `exact` asks for an exhaustive search where the backend would use an approximate
+        index (backends that only search one way ignore it)."""
 
     @abstractmethod
     async def list_nodes(
@@ -171,20 +181,27 @@ class VectorStore(ABC):
         """Atomically make the workspace hold exactly `nodes` (embedding those without vectors first)."""
 
     async def search(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, exact: bool = False
     ) -> list[SearchHit]:
         """Embed `query` and search; an unknown workspace returns [] without an embedding call."""
         if not await self.exists_workspace(workspace_id):
             return []
         await self.check_space(workspace_id, "search")
         vectors = await self.embedder.embed([query])
-        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter)
+        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter, exact=exact)
 
     async def search_hybrid(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """Vector similarity fused with a lexical score (see the module docstring); here: plain `search`."""
-        return await self.search(workspace_id, query, top_k=top_k, filter=filter)
+        return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
 
     async def copy_workspace(self, src: str, dest: str) -> int:
         """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count. Both must be in the

@@ -483,12 +483,12 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         ]
 
     async def search(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, exact: bool = False
     ) -> list[SearchHit]:
         """Vector search on the embedded query; with `hybrid`, fused with a BM25 match on the content (reciprocal
         rank fusion; the score is the fused score scaled so that first in both rankings is 1.0)."""
-        if not self.hybrid:
-            return await super().search(workspace_id, query, top_k=top_k, filter=filter)
+        if not self.hybrid or exact:  # exact: every matching node ranked by cosine (no BM25 fusion)
+            return await super().search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
         validate_workspace_id(workspace_id)
         plan, flt = self._plan(filter, workspace_id)
         if top_k <= 0 or plan.impossible or flt.impossible or not flt.exact:

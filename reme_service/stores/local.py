@@ -35,8 +35,9 @@ Memory: node metadata is kept as JSON bytes (`stores/packed.py`) and goes into t
 (`orjson.Fragment`); a snapshot is read one line at a time, so its parsing garbage is reused line after line
 instead of pinning allocator pages. Encoding the snapshot of a large workspace still frees tens of MB of
 buffers into the worker thread's malloc arena, which glibc keeps; after a snapshot of at least
-`TRIM_AFTER_NODES` nodes the store asks glibc to return free memory to the OS (`malloc_trim`; a no-op
-elsewhere). Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB of it the
+`TRIM_AFTER_NODES` nodes, and after loading one, the store asks glibc to return free memory to the OS
+(`malloc_trim`; a no-op elsewhere): opening a 1M-memory workspace left ~490 MiB of freed parsing buffers resident
+without it. Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB of it the
 vectors (it was ~490 MiB with dict metadata and no trim).
 """
 
@@ -64,6 +65,7 @@ import orjson
 from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.stores.ann import AnnIndex
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.resident import ResidentSet
@@ -78,6 +80,7 @@ SNAPSHOT_FORMAT = "reme-local-snapshot"
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snap"
 WAL_SUFFIX = ".wal"
+ANN_SUFFIX = ".ann"
 TRIM_AFTER_NODES = 10_000
 _RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
 
@@ -367,6 +370,7 @@ class LocalVectorStore(MemoryVectorStore):
         else:
             raise ValueError("the local store needs params.store_dir or a data_dir")
         self.store_dir = store_dir.expanduser().absolute()
+        self.ann_params = params.ann
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
@@ -382,6 +386,9 @@ class LocalVectorStore(MemoryVectorStore):
 
     def _wal_path(self, workspace_id: str) -> Path:
         return self.store_dir / f"{file_name(workspace_id)}{WAL_SUFFIX}"
+
+    def _ann_path(self, workspace_id: str) -> Path:
+        return self.store_dir / f"{file_name(workspace_id)}{ANN_SUFFIX}"
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -447,8 +454,14 @@ class LocalVectorStore(MemoryVectorStore):
             state, wal_id = _read_snapshot(self._snapshot_path(workspace_id), workspace_id)
         except FileNotFoundError:
             return None
+        if self.ann_params.min_rows is not None and state.dim is not None:  # before the log: replaying updates it
+            state.ann = AnnIndex.load(
+                self._ann_path(workspace_id), self.ann_params, stamp=wal_id, count=state.size, dim=state.dim
+            )
         wal = _Wal(self._wal_path(workspace_id), wal_id)
         _replay(wal, state, workspace_id)
+        if self._trim is not None and state.size >= TRIM_AFTER_NODES:
+            self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal
 
     async def _exists_persisted(self, workspace_id: str) -> bool:
@@ -478,6 +491,35 @@ class LocalVectorStore(MemoryVectorStore):
         atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id, workspace_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
+        self._write_ann(workspace_id, state, wal_id)
+
+    def _write_ann(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
+        """Save the approximate index stamped with the snapshot `wal_id` (whose rows `state` holds), or remove a
+        stale one. The index is a cache: failing to save it loses nothing (the next open rebuilds it)."""
+        path = self._ann_path(workspace_id)
+        if state.ann is None:
+            if path.exists():
+                path.unlink()
+            return
+        try:
+            state.ann.save(path, wal_id, list(state.rows.values()))
+        except (OSError, ValueError, RuntimeError) as exc:
+            logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
+            path.unlink(missing_ok=True)
+
+    async def _ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Put a freshly built index on disk: beside the snapshot when the log is empty (the snapshot holds exactly
+        these rows), else with a compaction."""
+        wal = self._wals.get(workspace_id)
+        if wal is None:
+            return
+        try:
+            if wal.records or wal.needs_snapshot:
+                await self._compact(workspace_id, state, wal)
+            else:
+                await self._io(self._write_ann, workspace_id, state, wal.snapshot_id)
+        except StoreError as exc:  # the rows are safe; the index is rebuilt at the next open
+            logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
 
     async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
@@ -509,10 +551,14 @@ class LocalVectorStore(MemoryVectorStore):
         if existed:
             fsync_path(self.store_dir)
         wal_path = self._wal_path(workspace_id)
+        ann_path = self._ann_path(workspace_id)
         leftovers = (
             wal_path,
             wal_path.with_name(wal_path.name + TMP_SUFFIX),
             snapshot.with_name(snapshot.name + TMP_SUFFIX),
+            ann_path,
+            ann_path.with_name(ann_path.name + TMP_SUFFIX),
+            ann_path.with_name(ann_path.name + ".graph" + TMP_SUFFIX),
         )
         removed = False
         for path in leftovers:  # the log and any temp file hold memory text too: none may outlive the delete

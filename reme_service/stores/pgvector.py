@@ -545,10 +545,17 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return await self._read_table("listing nodes", workspace_id, read, [])
 
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """As the base does it, but the dimension check and the search share one connection (two round trips
-        fewer); filters SQL cannot express exactly take the base's path (candidates ranked here)."""
+        fewer); filters SQL cannot express exactly take the base's path (candidates ranked here). `exact` ranks every
+        matching row in SQL (the HNSW index is not used)."""
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if top_k <= 0:
@@ -560,13 +567,20 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             query = as_query(vector, workspace_id, dim)
             if plan.impossible or native.impossible:
                 return []
-            hits = await self._search_rows(conn, workspace_id, table, query, top_k, native)
+            hits = await self._search_rows(conn, workspace_id, table, query, top_k, native, exact=exact)
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
         return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def search_hybrid(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
         (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector."""
@@ -574,7 +588,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         plan, native = self._plan(filter, workspace_id)
         terms = query_terms(query)
         if top_k <= 0 or not terms or not native.exact or lexical_weight <= 0:
-            return await self.search(workspace_id, query, top_k=top_k, filter=filter)
+            return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
         if plan.impossible or native.impossible or not await self.exists_workspace(workspace_id):
             return []
         vector = (await self.embedder.embed([query]))[0]
@@ -612,8 +626,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         query: NDArray[np.float32],
         top_k: int,
         native: PgWhere,
+        *,
+        exact: bool = False,
     ) -> list[SearchHit]:
-        approximate = self.params.index == "hnsw" and native.where is None and top_k <= MAX_EF_SEARCH
+        approximate = not exact and self.params.index == "hnsw" and native.where is None and top_k <= MAX_EF_SEARCH
         params = {**native.params, "q": _vector_text(query), "k": top_k}
         if approximate:  # the form pgvector's HNSW index answers
             order = sql.SQL("embedding <#> %(q)s::vector")

@@ -254,7 +254,13 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
 
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
@@ -267,7 +273,7 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         query = as_query(vector, workspace_id, dim)
         if plan.impossible or native.impossible:
             return []
-        if self._needs_exact_search(native, query, top_k):
+        if exact or self._needs_exact_search(native, query, top_k):  # exact: every matching node, ranked here
             nodes = await self._scan(workspace_id, native, with_vectors=True)
             return exact_top(matching(plan, nodes), query, top_k)
         hits = await self._search_native(workspace_id, query, top_k, native)

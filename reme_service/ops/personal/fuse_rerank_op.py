@@ -33,7 +33,7 @@ from typing import Any, cast
 from pydantic import Field
 
 from reme_service.flow.op import OpParams
-from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
@@ -89,6 +89,7 @@ def answer_line(memory: BaseMemory) -> str:
 
 class FuseRerankOp(ServiceOp[FuseRerankParams]):
     inputs = (fields.TOP_K,)
+    may_input = (common_fields.EXACT,)
     reads = (common_keys.QUERY,)
     may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALIDITY, keys.QUERY_TIME)
     writes = (common_keys.MEMORY_LIST,)
@@ -137,12 +138,14 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         store = ctx.services.store(self.params.store)
         flt = personal_filter(ctx.get(keys.TARGET, None))
         top_k = self.params.time_recall_top_k
+        exact = ctx.input(common_fields.EXACT)
         vector = ctx.get(keys.QUERY_VECTOR, None)
         if vector is None:
-            hits = await store.search(ctx.workspace_id, ctx[common_keys.QUERY], top_k=top_k, filter=flt)
+            hits = await store.search(ctx.workspace_id, ctx[common_keys.QUERY], top_k=top_k, filter=flt, exact=exact)
         else:  # the vector RetrieveMemoryOp embedded: no second embedding call
             # an array is what the stores take at run time; their signature says `Sequence[float]`
-            hits = await store.search_vector(ctx.workspace_id, cast(Sequence[float], vector), top_k=top_k, filter=flt)
+            query = cast(Sequence[float], vector)
+            hits = await store.search_vector(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
         found: list[BaseMemory] = []
         for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):

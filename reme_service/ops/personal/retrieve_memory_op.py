@@ -12,7 +12,7 @@ vector (`QUERY_VECTOR`) for later searches. An unknown workspace gives no candid
 from __future__ import annotations
 
 from reme_service.flow.op import OpParams
-from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
@@ -54,6 +54,7 @@ class RetrieveMemoryParams(OpParams):
 
 class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
     inputs = (fields.TOP_K,)
+    may_input = (common_fields.EXACT,)
     reads = (common_keys.QUERY,)
     may_read = (keys.TARGET, keys.VALIDITY)
     writes = (keys.QUERY_VECTOR, common_keys.MEMORY_LIST)
@@ -71,5 +72,6 @@ class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
         vector = (await embedder.embed([ctx[common_keys.QUERY]]))[0]
         ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
         flt = personal_filter(ctx.get(keys.TARGET, None))
-        hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt)
+        exact = ctx.input(common_fields.EXACT)
+        hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt, exact=exact)
         ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score, validity=validity)

@@ -7,7 +7,8 @@ with plain vector search. `hybrid=False` is ReMe's pure vector search.
 
 Each memory keeps its stored `score`; the search score goes into `relevance`. Candidates are deduplicated:
 a later hit whose `content` repeats an earlier one's (ignoring case and whitespace) is dropped. `top_k` comes
-from the request (1-50).
+from the request (1-50); `exact` (request) makes a big workspace rank every memory instead of asking its
+approximate index.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def _content_key(text: str) -> str:
 
 class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
     inputs = (fields.TOP_K,)
+    may_input = (fields.EXACT,)  # flows that do not declare `exact` search the default way
     reads = (keys.QUERY,)
     writes = (keys.MEMORY_LIST,)
 
@@ -50,12 +52,13 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         store = ctx.services.store(params.store)
         # Over-fetch a little so dropping repeated contents still leaves top_k items.
         fetch = min(top_k * 2, MAX_TOP_K * 2)
+        exact = ctx.input(fields.EXACT)
         if params.hybrid:
             hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=fetch, filter=flt, lexical_weight=params.lexical_weight
+                ctx.workspace_id, query, top_k=fetch, filter=flt, lexical_weight=params.lexical_weight, exact=exact
             )
         else:
-            hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt)
+            hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt, exact=exact)
         seen: set[str] = set()
         memories: list[BaseMemory] = []
         for hit in hits:
