@@ -430,7 +430,8 @@ def workers_lines(runs: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, HNSW, hash embedder) on 10,000 memories, "
+        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, HNSW, hash embedder) on 10,000 memories "
+        "(fewer when the report's sizes are smaller), "
         "16 keep-alive clients, served by `http.workers` = 1 and 2; the service, PostgreSQL and the load generator "
         "share the machine's cores (the cores each used are shown).",
         "",

