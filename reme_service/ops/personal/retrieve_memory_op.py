@@ -5,6 +5,11 @@ The search is filtered to personal memories (`metadata.memory_type`) of the requ
 It fetches `max(recall_top_k, top_k)` candidates, drops later ones repeating an earlier one's user and content, and
 puts the similarity in `relevance` (the stored `score` is left alone). Output `MEMORY_LIST`, and the query's
 vector (`QUERY_VECTOR`) for later searches. An unknown workspace gives no candidates and no embedding call.
+
+With `hybrid` (the default) the similarity is the store's cosine fused with BM25 over the memories' texts
+(`search_hybrid`, stemmed terms, the task recall's `lexical_weight`), as `RecallVectorStoreOp` ranks task memories;
+the store embeds the query then, and `QUERY_VECTOR` stays unset (FuseRerankOp embeds it again only for a time
+search; the local embedder answers that from its cache). `hybrid=False` is the plain cosine search.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.memories import personal_filter
+from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
 from reme_service.schema.memory import BaseMemory, memory_from_node
 from reme_service.schema.vector_node import SearchHit
 
@@ -42,6 +48,8 @@ class RetrieveMemoryParams(OpParams):
     recall_top_k: int = 20
     threshold_score: float | None = None
     store: str = "default"
+    hybrid: bool = True
+    lexical_weight: float = LEXICAL_WEIGHT
 
 
 class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
@@ -58,9 +66,15 @@ class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
             ctx[keys.QUERY_VECTOR] = None
             ctx[common_keys.MEMORY_LIST] = []
             return
-        embedder = ctx.services.store_embedder(self.params.store)
-        vector = (await embedder.embed([ctx[common_keys.QUERY]]))[0]
-        ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
         flt = personal_filter(ctx.get(keys.TARGET, None))
-        hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt)
+        query = ctx[common_keys.QUERY]
+        if self.params.hybrid:
+            ctx[keys.QUERY_VECTOR] = None
+            hits = await store.search_hybrid(
+                ctx.workspace_id, query, top_k=count, filter=flt, lexical_weight=self.params.lexical_weight
+            )
+        else:
+            vector = (await ctx.services.store_embedder(self.params.store).embed([query]))[0]
+            ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
+            hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt)
         ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score)
