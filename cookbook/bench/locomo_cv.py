@@ -263,7 +263,7 @@ def combined(kept: Config) -> Iterable[Config]:
         (0.3, 0.4, 0.5),
         (0.0, 0.1, 0.2) if kept.session else (0.0,),
         (0.0, 0.05, 0.1) if kept.diverse else (0.0,),
-        *[(0.0, 0.05, 0.1, 0.2)] * len(cues),
+        *[(0.0, 0.05, 0.1, 0.2, 0.3)] * len(cues),
     ):
         yield Config(
             weight=weight,
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--combine",
         nargs="*",
-        default=["stem", "speaker", "time", "session"],
+        default=["stem", "neighbour", "speaker", "time", "session"],
         help="techniques the `combined` grid tunes jointly",
     )
     parser.add_argument("--categories", action="store_true", help="print the cross-validated figures per category")

@@ -78,6 +78,9 @@ async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
         "flow:\n  retrieve_unscored:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
         "time_boost=0, group_weight=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        "  retrieve_grouped:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
+        "time_boost=0, group_weight=1.0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
     )
     async with ReMeApp(
         f"config={overlay}", f"data_dir={tmp_path}", "embedding_model.default.backend=hash", env={}
@@ -131,3 +134,21 @@ async def test_the_recall_op_lifts_time_mentions_for_when_questions(app: ReMeApp
     assert (await first(app, "retrieve_task_memory", query))[0] == "Jon: the bakery on the corner opened yesterday"
     # not a "when" question: no time bonus
     assert (await first(app, "retrieve_task_memory", "the bakery on the corner opened"))[0].endswith("opened")
+
+
+async def test_the_recall_op_groups_candidates_by_their_session(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Ann", "apple pie recipe with cinnamon", "D2"),
+            turn("Ann", "apple pie recipe", "D1"),
+            turn("Ann", "apple pie with cinnamon", "D1"),
+            turn("Ann", "recipe with cinnamon", "D1"),
+            *[{"when_to_use": f"filler line number {i}", "content": f"filler {i}"} for i in range(20)],  # no session
+        ],
+    )
+    query = "apple pie recipe with cinnamon"
+    assert (await first(app, "retrieve_unscored", query))[0] == "Ann: apple pie recipe with cinnamon"
+    # D1's three candidates together outscore D2's one: the session stage lifts them above it
+    grouped = await first(app, "retrieve_grouped", query)
+    assert grouped == ["Ann: apple pie with cinnamon", "Ann: apple pie recipe"]

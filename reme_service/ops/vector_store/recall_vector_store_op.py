@@ -2,8 +2,9 @@
 
 With `hybrid` (the default) the store ranks by cosine similarity fused with a BM25 score over the same texts
 (`VectorStore.search_hybrid`; `lexical_weight` is the BM25 share): on LoCoMo it lifts evidence hit@5 from 0.47
-to 0.64 with the MiniLM embedder (`cookbook/bench/locomo_recall.py`). Backends without a lexical index answer
-with plain vector search. `hybrid=False` is ReMe's pure vector search.
+to 0.64 with the MiniLM embedder, and the rescoring below with neighbour-context memories to 0.75
+(`cookbook/bench/locomo_recall.py`). Backends without a lexical index answer with plain vector search.
+`hybrid=False` is ReMe's pure vector search.
 
 Then the query's exact cues are checked in the candidates' `content` (`rescore.py`: the speaker a line is said
 by, a time mention for a "when" question, the group — `metadata[group_key]`, e.g. a conversation's session — of
@@ -38,7 +39,7 @@ class RecallVectorStoreParams(OpParams, Rescoring):
     memory_type: str | None = None
     hybrid: bool = True
     lexical_weight: float = LEXICAL_WEIGHT
-    speaker_boost: float = 0.2
+    speaker_boost: float = 0.3
     time_boost: float = 0.2
     group_weight: float = 0.1
     group_key: str | None = "session"
