@@ -27,6 +27,7 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.rescore import Rescoring, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
+from reme_service.schema.vector_node import VectorNode
 
 MAX_TOP_K = 50
 LEXICAL_WEIGHT = 0.4
@@ -46,8 +47,16 @@ class RecallVectorStoreParams(OpParams, Rescoring):
     rescore_pool: int = Field(default=50, ge=1, le=200)
 
 
-def _group(memory: BaseMemory, key: str) -> str | None:
-    value = memory.metadata.get(key)
+def _node_content(node: VectorNode) -> str:
+    """A stored memory's `content` (`when_to_use` is the node's own text)."""
+    content = node.metadata.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _node_group(node: VectorNode, key: str) -> str | None:
+    """`metadata[key]` of a stored memory, as text (None when absent)."""
+    metadata = node.metadata.get("metadata")
+    value = metadata.get(key) if isinstance(metadata, dict) else None
     return None if value is None else str(value)
 
 
@@ -78,30 +87,29 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
             )
         else:
             hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt)
-        candidates = [
-            (hit.score, memory_from_node(hit.node))
-            for hit in hits
-            if params.threshold_score is None or hit.score >= params.threshold_score
-        ]
-        if rescoring.active and candidates:
+        if params.threshold_score is not None:
+            hits = [hit for hit in hits if hit.score >= params.threshold_score]
+        if rescoring.active and hits:
+            # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built
             group_key = params.group_key
             scores = rescore(
                 query,
-                [memory.content for _, memory in candidates],
-                [score for score, _ in candidates],
+                [_node_content(hit.node) for hit in hits],
+                [hit.score for hit in hits],
                 rescoring,
-                [_group(memory, group_key) for _, memory in candidates] if group_key else None,
+                [_node_group(hit.node, group_key) for hit in hits] if group_key else None,
             )
-            order = sorted(range(len(candidates)), key=lambda i: -scores[i])  # stable: search order breaks ties
-            candidates = [candidates[i] for i in order]
+            order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable: search order breaks ties
+            hits = [hits[i] for i in order]
         seen: set[str] = set()
         memories: list[BaseMemory] = []
-        for score, memory in candidates:
+        for hit in hits:
+            memory = memory_from_node(hit.node)
             key = _content_key(memory.content)
             if key in seen:
                 continue
             seen.add(key)
-            memory.relevance = round(score, 6)
+            memory.relevance = round(hit.score, 6)
             memories.append(memory)
             if len(memories) >= top_k:
                 break
