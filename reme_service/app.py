@@ -41,6 +41,7 @@ from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
+from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
 from reme_service.jobs.queue import JobQueue
 from reme_service.jobs.record import Job
@@ -108,6 +109,9 @@ class ReMeApp:
         audit = self.config.audit
         audit_dir = Path(audit.dir).expanduser().resolve() if audit.dir else self.data_dir / "audit"
         self.audit_log = AuditLog(audit_dir) if audit.enabled else None
+        history = self.config.history
+        history_dir = Path(history.dir).expanduser().resolve() if history.dir else self.data_dir / "history"
+        self.history = HistoryLog(history_dir) if history.enabled else None
         self.metrics = Metrics()
         jobs = self.config.jobs
         jobs_dir = Path(jobs.dir).expanduser().resolve() if jobs.dir else self.data_dir / "jobs"
@@ -164,7 +168,7 @@ class ReMeApp:
             return
         cfg = self.config
         data_dir = self.data_dir
-        services = Services(config=cfg, file_roots=self.file_roots)
+        services = Services(config=cfg, file_roots=self.file_roots, history=self.history)
         self._check_prompts(services)
         for name, llm_cfg in cfg.llm.items():
             services.llms[name] = self._llm_clients.get(name) or create_llm(name, llm_cfg, self.env)
@@ -256,8 +260,9 @@ class ReMeApp:
         With `offload` (a large request, so likely a large answer) the response is dumped in a worker thread."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
-        trail = AuditTrail()
-        token = current_trail.set(trail) if self.audit_log is not None or self.events.active else None
+        trail = self.new_trail(request_id, runner.name)
+        tracked = self.audit_log is not None or self.events.active or self.history is not None
+        token = current_trail.set(trail) if tracked else None
         if (info := current_request.get()) is not None:
             info.flow = runner.name
             info.workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
@@ -280,6 +285,10 @@ class ReMeApp:
         held = [response]  # the last reference: the model is dumped, and freed, in the worker thread
         del response
         return 200, await asyncio.to_thread(_dump_releasing, held)
+
+    def new_trail(self, request_id: str, flow: str) -> AuditTrail:
+        """The audit trail of one request (flows and the management API): it keeps history when history is on."""
+        return AuditTrail(request_id=request_id, flow=flow, keeps_history=self.history is not None)
 
     async def submit_job(
         self, runner: FlowRunner[ServiceContext], request: BaseModel, *, idempotency_key: str | None
@@ -344,12 +353,29 @@ class ReMeApp:
         error_code: str | None,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        """Publish the request's changes (`events/`), then append its audit record (when the audit log is on), as
-        the request's caller, on disk when this returns. The flows' changes and the management API's
-        (`server/manage.py`, flow `manage`) both come here."""
+        """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
+        they are on; both at once, so their fsyncs overlap), as the request's caller, on disk when this returns.
+        The flows' changes and the management API's (`server/manage.py`, flow `manage`) both come here."""
         self.events.publish_trail(flow, request_id, trail)
-        if self.audit_log is None:
-            return
+        writes = []
+        if self.history is not None:
+            writes += [self.history.write(workspace, steps) for workspace, steps in trail.history.items()]
+        if self.audit_log is not None:
+            record = self._audit_record(flow, action, workspace_id, request_id, trail, error_code, extra)
+            writes.append(self.audit_log.append(record))
+        if writes:
+            await asyncio.gather(*writes)
+
+    @staticmethod
+    def _audit_record(
+        flow: str,
+        action: str,
+        workspace_id: str,
+        request_id: str,
+        trail: AuditTrail,
+        error_code: str | None,
+        extra: dict[str, Any] | None,
+    ) -> AuditRecord:
         record = AuditRecord.of(
             time=datetime.now(UTC),
             request_id=request_id,
@@ -361,7 +387,7 @@ class ReMeApp:
             error_code=error_code,
         )
         record.extra.update(extra or {})
-        await self.audit_log.append(record)
+        return record
 
     async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
         """Run flow `name` with these request fields; returns the response dict (errors included)."""

@@ -13,7 +13,7 @@ from typing import Any, Generic, Literal, TypeVar
 R = TypeVar("R")
 
 Json = Mapping[str, Any]  # a JSON object, or a pydantic model of one (Message, Trajectory, ToolCallResult)
-VectorStoreAction = Literal["list", "dump", "load", "copy", "delete", "delete_ids", "insert"]
+VectorStoreAction = Literal["list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history"]
 WorkingSummaryMode = Literal["compact", "compress", "auto"]
 
 
@@ -104,15 +104,20 @@ class FlowMethods(Generic[R]):
         *,
         top_k: int | None = None,
         user_name: str | None = None,
+        as_of: str | None = None,
+        include_invalid: bool | None = None,
         workspace_id: str | None = None,
         **fields: Any,
     ) -> R:
-        """Personal memories relevant to `query` (or to the last user message of `messages=`)."""
+        """Personal memories relevant to `query` (or to the last user message of `messages=`), among the facts valid
+        at `as_of` (default now; `include_invalid=True` for all)."""
         return self.call(
             "retrieve_personal_memory",
             query=query,
             top_k=top_k,
             user_name=user_name,
+            as_of=as_of,
+            include_invalid=include_invalid,
             workspace_id=workspace_id,
             **fields,
         )
@@ -248,10 +253,12 @@ class FlowMethods(Generic[R]):
         src_workspace_id: str | None = None,
         memory_ids: Sequence[str] | None = None,
         memory_dicts: Sequence[Json] | None = None,
+        memory_id: str | None = None,
         workspace_id: str | None = None,
         **fields: Any,
     ) -> R:
-        """Operate on a workspace: list, dump/load a library file, copy, delete, delete_ids, insert."""
+        """Operate on a workspace: list, dump/load a library file, copy, delete, delete_ids, insert, history (of
+        `memory_id`)."""
         return self.call(
             "vector_store",
             action=action,
@@ -259,6 +266,7 @@ class FlowMethods(Generic[R]):
             src_workspace_id=src_workspace_id,
             memory_ids=memory_ids,
             memory_dicts=memory_dicts,
+            memory_id=memory_id,
             workspace_id=workspace_id,
             **fields,
         )

@@ -267,9 +267,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = ["embedding_model.default.backend=hash", "vector_store.default.backend=local", *args.overrides]
-    with tempfile.TemporaryDirectory(prefix="reme-abuse-") as tmp, rs.running_server(
-        args.python, Path(tmp), overrides, timeout=120
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="reme-abuse-") as tmp,
+        rs.running_server(args.python, Path(tmp), overrides, timeout=120) as server,
+    ):
         figures = [quiet_health(server)]
         print("idle sockets ...", flush=True)
         figures.append(idle_sockets(server, args.idle, args.idle_seconds))
@@ -289,4 +290,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

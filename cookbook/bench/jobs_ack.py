@@ -50,8 +50,6 @@ class SlowLLM(LLMClient):
         return Message(role="assistant", content=f"```json\n{json.dumps([item])}\n```")
 
 
-
-
 async def drive(base: str, jobs: int) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=httpx.Limits(max_connections=200)) as client:
         await client.get("/health")
@@ -98,9 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="reme-jobs-") as tmp:
         llm = SlowLLM(args.llm_seconds)
-        app = ReMeApp(
-            f"data_dir={tmp}", "embedding_model.default.backend=hash", env={}, llm_clients={"default": llm}
-        )
+        app = ReMeApp(f"data_dir={tmp}", "embedding_model.default.backend=hash", env={}, llm_clients={"default": llm})
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(create_http_app(app), port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)

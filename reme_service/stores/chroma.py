@@ -2,8 +2,10 @@
 (`params.store_dir`).
 
 One collection per workspace, named by `stores/names.py` (reversible), with the workspace id also in the
-collection's metadata. Records: id = node id, document = content, embedding = the node's unit vector, metadata
-as in `stores/chroma_where.py` (lossless JSON copy plus typed leaves for filtering).
+collection's metadata, and so is its embedding space (`reme_embedding_space`, written at creation and by the
+first write to an older collection; a replace's staging collection carries the new one). Records: id = node id,
+document = content, embedding = the node's unit vector, metadata as in `stores/chroma_where.py` (lossless JSON
+copy plus typed leaves for filtering).
 
 Similarity. Collections use Chroma's inner-product space over vectors we normalise, so `1 - distance` is the
 cosine; the score is `max(0, 1 - distance)`. (Chroma's "cosine" space gives the same distances but keeps its own
@@ -55,6 +57,7 @@ from reme_service.stores.names import (
 from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
+from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -64,6 +67,7 @@ T = TypeVar("T")
 PAGE = 5_000
 _MISSING: Any = object()
 _META_WORKSPACE = "reme_workspace_id"
+_META_SPACE = "reme_embedding_space"  # the workspace's embedding space as JSON (`stores/spaces.py`)
 
 
 class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
@@ -131,7 +135,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
                 "get_or_create_collection",
                 name,
                 configuration={"hnsw": self.hnsw},
-                metadata={_META_WORKSPACE: workspace_id},
+                metadata={_META_WORKSPACE: workspace_id, _META_SPACE: self.space.to_json()},
                 embedding_function=None,
             )
         else:
@@ -305,6 +309,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
             await self._write(handle, batch, fresh=False)
             if batch.dim is not None:
                 self._dims[workspace_id] = batch.dim
+            await self._record_space(handle)
             return len(batch)
 
         async with self._write_lock(workspace_id):
@@ -333,7 +338,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
                 "create_collection",
                 staging,
                 configuration={"hnsw": self.hnsw},
-                metadata={_META_WORKSPACE: workspace_id},
+                metadata={_META_WORKSPACE: workspace_id, _META_SPACE: self.space.to_json()},
                 embedding_function=None,
             )
             try:
@@ -374,6 +379,26 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     async def _stored_dim(self, workspace_id: str) -> int | None:
         dim = await self._on_collection(workspace_id, lambda handle: self._dim(workspace_id, handle), create=False)
         return None if dim is _MISSING else dim
+
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """The space in the collection's metadata. A cached handle that says another space than the store's is read
+        again once: another process may have re-embedded the workspace (a new collection) since it was cached."""
+        for attempt in (0, 1):
+            handle = await self._collection(workspace_id, create=False)
+            space = None if handle is None else parse_space((handle.metadata or {}).get(_META_SPACE))
+            if space is None or space == self.space or attempt:
+                return space
+            self._forget(workspace_id)
+        raise AssertionError("unreachable")
+
+    async def _record_space(self, handle: Any) -> None:
+        """Record the store's embedding space in the collection's metadata unless it is there (a collection made
+        before spaces were recorded adopts it at its first write)."""
+        metadata = dict(handle.metadata or {})
+        if parse_space(metadata.get(_META_SPACE)) == self.space:
+            return
+        metadata = {k: v for k, v in metadata.items() if not k.startswith("hnsw:")}  # Chroma refuses to change these
+        await self.conn.call(handle, "modify", metadata={**metadata, _META_SPACE: self.space.to_json()})
 
     async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
         async def work(handle: Any) -> list[VectorNode]:

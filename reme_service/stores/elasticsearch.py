@@ -1,7 +1,9 @@
 """The Elasticsearch backend ("elasticsearch"): `AsyncElasticsearch`, one index per workspace.
 
 Names. A workspace is an alias (`stores/names.py`) pointing at one concrete index `<alias>_<generation>`; the
-workspace id is also kept in the index's `_meta`. `replace_workspace` fills a new index and then swaps the alias
+workspace id is also kept in the index's `_meta`, and so is its embedding space (`stores/spaces.py`: set when an
+index is made by a write or a replace; an index made empty, or by an older version, takes it at its first write,
+through a `_meta` mapping update). `replace_workspace` fills a new index and then swaps the alias
 and drops the old index in one atomic `_aliases` call, so readers see the old or the new set, never a mix.
 
 Documents, mapping and filters: `stores/es_query.py`. The vector field is a float `dense_vector` with HNSW and
@@ -44,6 +46,7 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter
 from reme_service.stores.es_lease import EsLeases
 from reme_service.stores.es_query import (
+    META_SPACE,
     META_WORKSPACE,
     SOURCE_WITH_VECTORS,
     SOURCE_WITHOUT_VECTORS,
@@ -54,6 +57,7 @@ from reme_service.stores.es_query import (
     document,
     es_filter,
     index_body,
+    index_meta,
     knn_body,
     mapping_dims,
     reciprocal_rank_fusion,
@@ -63,6 +67,7 @@ from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_n
 from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
+from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -114,6 +119,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
             options.setdefault("serializer", OrjsonSerializer())
         self.es = AsyncElasticsearch(self.hosts, **options)
         self._dims: dict[str, int] = {}
+        self._spaces: dict[str, EmbeddingSpace | None] = {}  # from the last mapping read; checked again on mismatch
         if params.shared_lock:
             leases = EsLeases(self.es, es_lock_index_name(self.prefix), self._guard)
             where = f"elasticsearch {self.hosts[0]}"
@@ -160,27 +166,47 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         """The vector dimension of the workspace's index; None when the workspace does not exist."""
         if workspace_id in self._dims:
             return self._dims[workspace_id]
+        await self._read_mapping(workspace_id)
+        return self._dims.get(workspace_id)
+
+    async def _read_mapping(self, workspace_id: str) -> None:
+        """Cache the dimension and the embedding space of the workspace's index (nothing for an unknown one)."""
+        self._dims.pop(workspace_id, None)
+        self._spaces.pop(workspace_id, None)
         async with self._guard("get mapping"):
             try:
                 response = await self.es.indices.get_mapping(index=self._alias(workspace_id))
             except ApiError as exc:
                 if _missing(exc):
-                    return None
+                    return
                 raise
         for info in response.body.values():
-            dims = mapping_dims(info.get("mappings", {}))
+            mappings = info.get("mappings", {})
+            dims = mapping_dims(mappings)
             if dims is not None:
                 self._dims[workspace_id] = dims
-                return dims
-        return None
+                self._spaces[workspace_id] = parse_space((mappings.get("_meta") or {}).get(META_SPACE))
+                return
 
-    async def _create_index(self, workspace_id: str, index: str, dims: int, *, with_alias: bool) -> None:
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """The space in the index's `_meta`. A cached one other than the store's is read again: another process may
+        have re-embedded the workspace (a new index) since."""
+        if workspace_id not in self._spaces or self._spaces[workspace_id] != self.space:
+            await self._read_mapping(workspace_id)
+        return self._spaces.get(workspace_id)
+
+    async def _create_index(
+        self, workspace_id: str, index: str, dims: int, *, with_alias: bool, with_space: bool = True
+    ) -> None:
+        """Create an index; `with_space` records the store's embedding space in it (not for an empty workspace made
+        by `create_workspace`: that one takes the space of its first write)."""
         body = index_body(
             workspace_id,
             dims,
             settings=self.params.index_settings,
             m=self.params.hnsw_m,
             ef_construction=self.params.hnsw_ef_construction,
+            space=self.space.model_dump() if with_space else None,
         )
         aliases: dict[str, dict[str, Any]] | None = {self._alias(workspace_id): {}} if with_alias else None
         async with self._guard("create index"):
@@ -253,13 +279,15 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
             if await self._dims_of(workspace_id) is None and not await self.exists_workspace(workspace_id):
                 dims = dims or self.embedder.dimensions
                 await self._create_index(
-                    workspace_id, es_index_name(self._alias(workspace_id), 0), dims, with_alias=True
+                    workspace_id, es_index_name(self._alias(workspace_id), 0), dims, with_alias=True, with_space=False
                 )
                 self._dims[workspace_id] = dims
+                self._spaces[workspace_id] = None
 
     async def _commit_drop(self, workspace_id: str) -> bool:
         async with self._write_lock(workspace_id), self._guard("delete index"):
             self._dims.pop(workspace_id, None)
+            self._spaces.pop(workspace_id, None)
             try:
                 response = await self.es.indices.get_alias(name=self._alias(workspace_id))
             except ApiError as exc:
@@ -292,10 +320,16 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
             if dims is None:
                 await self._create_index(workspace_id, es_index_name(alias, 0), batch.dim, with_alias=True)
                 self._dims[workspace_id] = dims = batch.dim
+                self._spaces[workspace_id] = self.space
             if dims != batch.dim:
                 raise dimension_error(workspace_id, dims, batch.dim, "the batch's vectors")
             try:
                 await self._write(alias, workspace_id, batch, fresh=False, alias=True)
+                if await self._stored_space(workspace_id) != self.space:  # an older index adopts the space
+                    meta = index_meta(workspace_id, self.space.model_dump())
+                    async with self._guard("put mapping"):
+                        await self.es.indices.put_mapping(index=alias, meta=meta)
+                    self._spaces[workspace_id] = self.space
             except StoreError:
                 self._dims.pop(workspace_id, None)  # e.g. the workspace was dropped meanwhile: look again next time
                 raise
@@ -340,7 +374,9 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 raise
             finally:
                 self._dims.pop(workspace_id, None)
+                self._spaces.pop(workspace_id, None)
             self._dims[workspace_id] = dims
+            self._spaces[workspace_id] = self.space
         return len(batch)
 
     async def _drop_quietly(self, index: str) -> None:
@@ -447,12 +483,12 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         ]
 
     async def search(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, exact: bool = False
     ) -> list[SearchHit]:
         """Vector search on the embedded query; with `hybrid`, fused with a BM25 match on the content (reciprocal
         rank fusion; the score is the fused score scaled so that first in both rankings is 1.0)."""
-        if not self.hybrid:
-            return await super().search(workspace_id, query, top_k=top_k, filter=filter)
+        if not self.hybrid or exact:  # exact: every matching node ranked by cosine (no BM25 fusion)
+            return await super().search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
         validate_workspace_id(workspace_id)
         plan, flt = self._plan(filter, workspace_id)
         if top_k <= 0 or plan.impossible or flt.impossible or not flt.exact:

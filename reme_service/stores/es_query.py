@@ -37,20 +37,32 @@ from reme_service.stores.remote_filter import (
 
 KEYWORD_LIMIT = 8191  # characters; 4 bytes each stays under Lucene's 32766-byte term limit
 META_WORKSPACE = "reme_workspace_id"
+META_SPACE = "reme_embedding_space"  # the index's embedding space (`stores/spaces.py`), in `_meta` too
 SOURCE_WITHOUT_VECTORS = {"excludes": ["vector", "vector_b64", "leaves"]}
 SOURCE_WITH_VECTORS = {"excludes": ["vector", "leaves"]}
 RRF_RANK_CONSTANT = 60
 
 
+def index_meta(workspace_id: str, space: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An index's `_meta`: its workspace id and, once known, its embedding space."""
+    return {META_WORKSPACE: workspace_id, **({META_SPACE: dict(space)} if space is not None else {})}
+
+
 def index_body(
-    workspace_id: str, dims: int, *, m: int = 16, ef_construction: int = 100, settings: Mapping[str, Any] | None = None
+    workspace_id: str,
+    dims: int,
+    *,
+    m: int = 16,
+    ef_construction: int = 100,
+    settings: Mapping[str, Any] | None = None,
+    space: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`settings` and `mappings` for a workspace index with vectors of `dims` dimensions."""
+    """`settings` and `mappings` for a workspace index with vectors of `dims` dimensions (of `space`, when given)."""
     return {
         "settings": {"number_of_shards": 1, **(settings or {})},
         "mappings": {
             "dynamic": "strict",
-            "_meta": {META_WORKSPACE: workspace_id},
+            "_meta": index_meta(workspace_id, space),
             "properties": {
                 "unique_id": {"type": "keyword"},
                 "workspace_id": {"type": "keyword"},

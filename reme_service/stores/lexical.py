@@ -213,9 +213,13 @@ def _pair_of(pairs: array[int], row: int) -> int:
     return 2 * int(found[0])
 
 
-def fuse(cosine: NDArray[np.float32], lexical: NDArray[np.float32], weight: float) -> NDArray[np.float32]:
-    """`(1 - weight) * cosine + weight * lexical / max(lexical)`: a score in [0, 1] when cosine is."""
-    top = float(lexical.max()) if len(lexical) else 0.0
+def fuse(
+    cosine: NDArray[np.float32], lexical: NDArray[np.float32], weight: float, top: float | None = None
+) -> NDArray[np.float32]:
+    """`(1 - weight) * cosine + weight * lexical / top`: a score in [0, 1] when cosine is. `top` is the best lexical
+    score of the workspace (default: of `lexical`), given when `lexical` holds some rows only."""
+    if top is None:
+        top = float(lexical.max()) if len(lexical) else 0.0
     if weight <= 0.0 or top <= 0.0:
         return cosine
     return (1.0 - weight) * np.clip(cosine, 0.0, 1.0) + (weight / top) * lexical

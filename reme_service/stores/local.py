@@ -4,11 +4,12 @@ Files in `store_dir` for a workspace `<ws>`:
 
 * `<ws>.snap`, the snapshot, always replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of
   the directory; every fsync of this store is in `reme_service/durable.py`):
-  a JSON header line `{"format", "version", "dim", "count", "nodes_bytes", "wal_id"}`, then `nodes_bytes` of
+  a JSON header line `{"format", "version", "dim", "space", "count", "nodes_bytes", "wal_id"}` (`space`: the
+  workspace's embedding space, `stores/spaces.py`; absent in older snapshots), then `nodes_bytes` of
   JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
   vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
 * `<ws>.wal`, the write-ahead log: a header line `{"op": "wal", "wal_id"}`, then one JSON line per upsert
-  (`{"op": "upsert", "dim", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
+  (`{"op": "upsert", "dim", "space", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
   (`{"op": "delete", "ids"}`), written and fsynced before the call returns and before RAM changes. One line
   per call, so a batch is either wholly in the log or not at all.
 
@@ -34,8 +35,9 @@ Memory: node metadata is kept as JSON bytes (`stores/packed.py`) and goes into t
 (`orjson.Fragment`); a snapshot is read one line at a time, so its parsing garbage is reused line after line
 instead of pinning allocator pages. Encoding the snapshot of a large workspace still frees tens of MB of
 buffers into the worker thread's malloc arena, which glibc keeps; after a snapshot of at least
-`TRIM_AFTER_NODES` nodes the store asks glibc to return free memory to the OS (`malloc_trim`; a no-op
-elsewhere). Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB of it the
+`TRIM_AFTER_NODES` nodes, and after loading one, the store asks glibc to return free memory to the OS
+(`malloc_trim`; a no-op elsewhere): opening a 1M-memory workspace left ~490 MiB of freed parsing buffers resident
+without it. Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB of it the
 vectors (it was ~490 MiB with dict metadata and no trim).
 """
 
@@ -63,9 +65,11 @@ import orjson
 from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.stores.ann import AnnIndex
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.resident import ResidentSet
+from reme_service.stores.spaces import parse_space
 from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 T = TypeVar("T")
@@ -76,6 +80,7 @@ SNAPSHOT_FORMAT = "reme-local-snapshot"
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snap"
 WAL_SUFFIX = ".wal"
+ANN_SUFFIX = ".ann"
 TRIM_AFTER_NODES = 10_000
 _RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
 
@@ -209,6 +214,7 @@ def _snapshot_chunks(state: WorkspaceState, wal_id: str, workspace_id: str) -> l
         "format": SNAPSHOT_FORMAT,
         "version": SNAPSHOT_VERSION,
         "dim": state.dim,
+        "space": state.space.model_dump() if state.space is not None else None,
         "count": len(order),
         "nodes_bytes": len(blob),
         "wal_id": wal_id,
@@ -251,7 +257,7 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
             raise StoreError(f"snapshot {path.name} is corrupt: {exc}") from exc
     if sys.byteorder != "little":
         matrix[:count].byteswap(inplace=True)
-    state = WorkspaceState(dim, matrix)
+    state = WorkspaceState(dim, matrix, parse_space(header.get("space")))
     state.nodes = nodes
     state.rows = {node.unique_id: row for row, node in enumerate(nodes)}
     return state, wal_id
@@ -272,6 +278,7 @@ def _apply_record(state: WorkspaceState, record: dict[str, Any], workspace_id: s
         raise ValueError(f"a record of dimension {dim} in a workspace of dimension {state.dim}")
     needed = state.size + state.count_new(node.unique_id for node in nodes)
     state.apply_upsert(nodes, vectors, dim=dim, matrix=state.grown(needed, dim))
+    state.space = parse_space(record.get("space")) or state.space
 
 
 def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
@@ -340,6 +347,7 @@ def _encode_upsert(batch: Batch) -> bytes:
     record = {
         "op": "upsert",
         "dim": batch.dim,
+        "space": batch.space.model_dump() if batch.space is not None else None,
         "nodes": [orjson.Fragment(_encode_node(node)) for node in batch.nodes],
         "vectors": base64.b64encode(np.ascontiguousarray(batch.vectors, dtype="<f4").tobytes()).decode(),
     }
@@ -362,6 +370,7 @@ class LocalVectorStore(MemoryVectorStore):
         else:
             raise ValueError("the local store needs params.store_dir or a data_dir")
         self.store_dir = store_dir.expanduser().absolute()
+        self.ann_params = params.ann
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
@@ -377,6 +386,9 @@ class LocalVectorStore(MemoryVectorStore):
 
     def _wal_path(self, workspace_id: str) -> Path:
         return self.store_dir / f"{file_name(workspace_id)}{WAL_SUFFIX}"
+
+    def _ann_path(self, workspace_id: str) -> Path:
+        return self.store_dir / f"{file_name(workspace_id)}{ANN_SUFFIX}"
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -442,8 +454,14 @@ class LocalVectorStore(MemoryVectorStore):
             state, wal_id = _read_snapshot(self._snapshot_path(workspace_id), workspace_id)
         except FileNotFoundError:
             return None
+        if self.ann_params.min_rows is not None and state.dim is not None:  # before the log: replaying updates it
+            state.ann = AnnIndex.load(
+                self._ann_path(workspace_id), self.ann_params, stamp=wal_id, count=state.size, dim=state.dim
+            )
         wal = _Wal(self._wal_path(workspace_id), wal_id)
         _replay(wal, state, workspace_id)
+        if self._trim is not None and state.size >= TRIM_AFTER_NODES:
+            self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal
 
     async def _exists_persisted(self, workspace_id: str) -> bool:
@@ -473,6 +491,35 @@ class LocalVectorStore(MemoryVectorStore):
         atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id, workspace_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
+        self._write_ann(workspace_id, state, wal_id)
+
+    def _write_ann(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
+        """Save the approximate index stamped with the snapshot `wal_id` (whose rows `state` holds), or remove a
+        stale one. The index is a cache: failing to save it loses nothing (the next open rebuilds it)."""
+        path = self._ann_path(workspace_id)
+        if state.ann is None:
+            if path.exists():
+                path.unlink()
+            return
+        try:
+            state.ann.save(path, wal_id, list(state.rows.values()))
+        except (OSError, ValueError, RuntimeError) as exc:
+            logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
+            path.unlink(missing_ok=True)
+
+    async def _ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Put a freshly built index on disk: beside the snapshot when the log is empty (the snapshot holds exactly
+        these rows), else with a compaction."""
+        wal = self._wals.get(workspace_id)
+        if wal is None:
+            return
+        try:
+            if wal.records or wal.needs_snapshot:
+                await self._compact(workspace_id, state, wal)
+            else:
+                await self._io(self._write_ann, workspace_id, state, wal.snapshot_id)
+        except StoreError as exc:  # the rows are safe; the index is rebuilt at the next open
+            logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
 
     async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
@@ -504,10 +551,14 @@ class LocalVectorStore(MemoryVectorStore):
         if existed:
             fsync_path(self.store_dir)
         wal_path = self._wal_path(workspace_id)
+        ann_path = self._ann_path(workspace_id)
         leftovers = (
             wal_path,
             wal_path.with_name(wal_path.name + TMP_SUFFIX),
             snapshot.with_name(snapshot.name + TMP_SUFFIX),
+            ann_path,
+            ann_path.with_name(ann_path.name + TMP_SUFFIX),
+            ann_path.with_name(ann_path.name + ".graph" + TMP_SUFFIX),
         )
         removed = False
         for path in leftovers:  # the log and any temp file hold memory text too: none may outlive the delete

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -46,6 +47,7 @@ from numpy.typing import NDArray
 
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.ann import MIN_CANDIDATES, AnnIndex
 from reme_service.stores.base import Filter, VectorStore, consume_exception
 from reme_service.stores.lexical import LexicalIndex, fuse
 from reme_service.stores.packed import (
@@ -55,7 +57,8 @@ from reme_service.stores.packed import (
     compile_stored_filter,
     export_node,
 )
-from reme_service.stores.params import MemoryStoreParams
+from reme_service.stores.params import AnnParams, MemoryStoreParams
+from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import (
     as_query,
     batch_dimension,
@@ -67,6 +70,8 @@ from reme_service.stores.vectors import (
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 INLINE_ROWS = 2_000
 INLINE_SEARCH_CELLS = 6_000_000
@@ -145,15 +150,31 @@ class Batch:
     nodes: list[StoredNode]
     vectors: NDArray[np.float32]
     dim: int | None
+    space: EmbeddingSpace | None = None  # the embedding space of the vectors (`stores/spaces.py`)
 
 
 class WorkspaceState:
     """One workspace in RAM. Mutators run only under the gate's exclusive side (or on a private state)."""
 
-    __slots__ = ("dim", "matrix", "nodes", "rows", "gate", "lexical", "_lexical_lock", "_sorted_ids")
+    __slots__ = (
+        "dim",
+        "space",
+        "matrix",
+        "nodes",
+        "rows",
+        "gate",
+        "lexical",
+        "_lexical_lock",
+        "_sorted_ids",
+        "ann",
+        "ann_dirty",
+    )
 
-    def __init__(self, dim: int | None = None, matrix: NDArray[np.float32] | None = None) -> None:
+    def __init__(
+        self, dim: int | None = None, matrix: NDArray[np.float32] | None = None, space: EmbeddingSpace | None = None
+    ) -> None:
         self.dim = dim
+        self.space = space  # the embedding space of the vectors; None until a write records one
         self.matrix: NDArray[np.float32] = np.empty((0, dim or 0), np.float32) if matrix is None else matrix
         self.nodes: list[StoredNode] = []  # row order
         self.rows: dict[str, int] = {}  # id -> row, in insertion order
@@ -161,6 +182,8 @@ class WorkspaceState:
         self.lexical: LexicalIndex | None = None  # BM25 over node contents by row; built on first hybrid search
         self._lexical_lock = threading.Lock()
         self._sorted_ids: list[str] | None = None  # the ids in order, kept until the set of ids changes
+        self.ann: AnnIndex | None = None  # the approximate index (big workspaces), kept in step with the rows
+        self.ann_dirty: set[int] | None = None  # while an index is built: the rows changed since it started
 
     def sorted_ids(self) -> list[str]:
         """The ids in sorted order (a copy), sorted once per change of the set of ids: paging through a workspace
@@ -176,7 +199,7 @@ class WorkspaceState:
 
     @classmethod
     def build(cls, batch: Batch) -> WorkspaceState:
-        state = cls(batch.dim)
+        state = cls(batch.dim, space=batch.space)
         if batch.dim is not None:
             matrix = state.grown(len(batch.nodes), batch.dim)
             state.apply_upsert(batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
@@ -224,11 +247,16 @@ class WorkspaceState:
                 row_nodes[row] = node
             targets[i] = row
         self.matrix[targets] = vectors
+        if self.ann is not None:
+            self.ann.upsert(targets, vectors)
+        if self.ann_dirty is not None:
+            self.ann_dirty.update(targets.tolist())
 
     def apply_delete(self, ids: Iterable[str]) -> int:
         """Delete by id, moving the last row into each hole; returns how many existed."""
         deleted = 0
         rows, row_nodes, matrix, lexical = self.rows, self.nodes, self.matrix, self.lexical
+        ann, dirty = self.ann, self.ann_dirty
         for uid in ids:
             row = rows.pop(uid, None)
             if row is None:
@@ -238,6 +266,10 @@ class WorkspaceState:
             last = len(row_nodes) - 1
             if lexical is not None:  # the same swap: the last row moves into the hole
                 lexical.remove(row, row_nodes[row].content, row_nodes[last].content)
+            if ann is not None:
+                ann.delete(row, last)
+            if dirty is not None:
+                dirty.update((row, last))
             moved = row_nodes.pop()
             if row != last:
                 row_nodes[row] = moved
@@ -245,23 +277,102 @@ class WorkspaceState:
                 matrix[row] = matrix[last]
         return deleted
 
-    def search(self, query: NDArray[np.float32], top_k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
+    def search(
+        self, query: NDArray[np.float32], top_k: int, predicate: StoredPredicate | None, exact: bool = False
+    ) -> list[SearchHit]:
+        """The top_k rows by cosine: through the approximate index when there is one (unless `exact`)."""
         n = self.size
         k = min(top_k, n)
         if k <= 0:
             return []
+        if self.ann is not None and not exact:
+            hits = self._approximate(self.ann, query, k, predicate, None, 0.0)
+            if hits is not None:
+                return hits
         return self._top_hits(_dot_rows(self.matrix[:n], query), k, predicate)
 
     def hybrid_search(
-        self, query: NDArray[np.float32], text: str, top_k: int, predicate: StoredPredicate | None, weight: float
+        self,
+        query: NDArray[np.float32],
+        text: str,
+        top_k: int,
+        predicate: StoredPredicate | None,
+        weight: float,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """Like `search`, ranked by cosine fused with BM25 (`lexical.fuse`); builds the lexical index if needed."""
         n = self.size
         k = min(top_k, n)
         if k <= 0:
             return []
-        lexical = self.lexical_index()
-        return self._top_hits(fuse(_dot_rows(self.matrix[:n], query), lexical.scores(text), weight), k, predicate)
+        lexical = self.lexical_index().scores(text)
+        if self.ann is not None and not exact:
+            hits = self._approximate(self.ann, query, k, predicate, lexical, weight)
+            if hits is not None:
+                return hits
+        return self._top_hits(fuse(_dot_rows(self.matrix[:n], query), lexical, weight), k, predicate)
+
+    def _approximate(
+        self,
+        ann: AnnIndex,
+        query: NDArray[np.float32],
+        k: int,
+        predicate: StoredPredicate | None,
+        lexical: NDArray[np.float32] | None,
+        weight: float,
+    ) -> list[SearchHit] | None:
+        """The top k from the index's candidates, re-scored exactly (so scores equal an exact search's). A filter is
+        applied to the ranked candidates (post-filter), widening the candidates 4x while fewer than k match; None
+        when that reaches half the rows (or the graph runs dry): the caller then ranks every row exactly.
+
+        Hybrid (`lexical`, every row's BM25): a row the graph did not propose has a cosine of at most the lowest
+        proposed one, so only rows whose BM25 alone could lift them past the k-th fused score can still be missing;
+        those are added and everything is ranked again. The answer is then the exact one whenever the graph's
+        candidates are the true nearest rows."""
+        n = self.size
+        top = float(lexical.max()) if lexical is not None and n else 0.0
+        count = max(ann.params.candidates * k, MIN_CANDIDATES)
+        while True:
+            wanted = min(count, n)
+            rows = ann.candidates(query, wanted)
+            short = len(rows) < wanted
+            cosine = _dot_rows(self.matrix[rows], query)
+            scores, picked = self._ranked(rows, cosine, lexical, weight, top, k, predicate)
+            if lexical is not None and len(picked) == k and weight > 0 and top > 0:
+                floor = max(float(cosine.min()), 0.0) if len(rows) and not short else 0.0
+                bound = (float(scores[picked[-1]]) - (1.0 - weight) * floor) * top / weight
+                extra = np.setdiff1d(np.flatnonzero(lexical >= bound), rows)
+                if len(extra):
+                    rows = np.concatenate([rows, extra])
+                    cosine = np.concatenate([cosine, _dot_rows(self.matrix[extra], query)])
+                    scores, picked = self._ranked(rows, cosine, lexical, weight, top, k, predicate)
+            if len(picked) == k:
+                return self._hits(rows[picked], scores[picked])
+            if short or count >= n // 2:
+                return None
+            count *= 4
+
+    def _ranked(
+        self,
+        rows: NDArray[np.intp],
+        cosine: NDArray[np.float32],
+        lexical: NDArray[np.float32] | None,
+        weight: float,
+        top: float,
+        k: int,
+        predicate: StoredPredicate | None,
+    ) -> tuple[NDArray[np.float32], NDArray[np.intp]]:
+        """The candidates' scores (fused with BM25 when `lexical` is given) and the positions of the best k of them
+        that match `predicate`, best first."""
+        scores = cosine if lexical is None else fuse(cosine, lexical[rows], weight, top)
+        ranked = np.argsort(-scores, kind="stable")
+        picked = ranked[:k] if predicate is None else _first_matching(ranked, rows, self.nodes, predicate, k)
+        return scores, picked
+
+    def attach_ann(self, ann: AnnIndex) -> None:
+        """Adopt an index built from an earlier state of the rows, re-reading the rows changed since (exclusive)."""
+        ann.resync(self.ann_dirty or (), self.matrix, self.size)
+        self.ann, self.ann_dirty = ann, None
 
     def lexical_index(self) -> LexicalIndex:
         """The BM25 index, built from the nodes on first use. Runs under the shared gate, where concurrent
@@ -276,7 +387,10 @@ class WorkspaceState:
 
     def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
         rows = _top_rows(scores, k) if predicate is None else self._filtered_top(scores, k, predicate)
-        values = np.clip(scores[rows], 0.0, 1.0).tolist()
+        return self._hits(rows, scores[rows])
+
+    def _hits(self, rows: NDArray[np.intp], scores: NDArray[np.float32]) -> list[SearchHit]:
+        values = np.clip(scores, 0.0, 1.0).tolist()
         return [
             SearchHit.model_construct(node=export_node(self.nodes[row]), score=score)
             for row, score in zip(rows.tolist(), values, strict=True)
@@ -313,6 +427,20 @@ class WorkspaceState:
         return [export_node(self.nodes[row], vectors[i]) for i, row in enumerate(found)]
 
 
+def _first_matching(
+    ranked: NDArray[np.intp], rows: NDArray[np.intp], nodes: list[StoredNode], predicate: StoredPredicate, k: int
+) -> NDArray[np.intp]:
+    """The first k positions of `ranked` whose row's node matches (the filter is tested lazily, in rank order)."""
+    found: list[int] = []
+    row_list = rows.tolist()
+    for i in ranked.tolist():
+        if predicate(nodes[row_list[i]]):
+            found.append(i)
+            if len(found) == k:
+                break
+    return np.asarray(found, dtype=np.intp)
+
+
 def _dot_rows(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
     """Each row's dot product with `query`. Deliberately not BLAS (`matrix @ query`): OpenBLAS's threaded gemv
     spins its threads and slows 10-70x when the cores are busy (10k x 384: 0.1 ms idle, 8 ms under load), and
@@ -330,9 +458,10 @@ def _top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
     return top[np.argsort(-scores[top], kind="stable")]
 
 
-def _search_inline(state: WorkspaceState) -> bool:
-    """Whether a search of `state` is cheap enough to run on the event loop (see the module docstring)."""
-    return state.size * (state.dim or 0) <= INLINE_SEARCH_CELLS
+def _search_inline(state: WorkspaceState, exact: bool = False) -> bool:
+    """Whether a search of `state` is cheap enough to run on the event loop (see the module docstring). An
+    approximate search is not: a filter that matches little can widen it to a large part of the rows."""
+    return state.size * (state.dim or 0) <= INLINE_SEARCH_CELLS and (exact or state.ann is None)
 
 
 def _build_batch(
@@ -378,8 +507,11 @@ class MemoryVectorStore(VectorStore):
         """`params` is accepted for symmetry with the other backends; a ReMe `store_dir` in it is ignored."""
         super().__init__(embedder=embedder)
         self._spaces: dict[str, WorkspaceState] = {}
+        self.ann_params = params.ann if params is not None else AnnParams()
+        self._ann_builds: set[asyncio.Task[None]] = set()
+        self._closing = False
         if params is not None and params.store_dir is not None and type(self) is MemoryVectorStore:
-            logging.getLogger(__name__).info(
+            logger.info(
                 "vector_store backend memory keeps nothing on disk: params.store_dir (a ReMe setting) is ignored"
             )
 
@@ -415,6 +547,63 @@ class MemoryVectorStore(VectorStore):
     async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
         return None
 
+    async def _ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+        """A background build gave `state` its approximate index (hook; called under the write lock)."""
+
+    # ----- the approximate index -----
+
+    async def _ensure_ann(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Give `state` its approximate index when it is big enough and has none: at once below `INLINE_ROWS` rows
+        (only with `ann.min_rows` set that low), else built in the background while searches stay exact. Call with
+        the workspace's write lock held (no write is under way, so the build's starting point is exact)."""
+        min_rows = self.ann_params.min_rows
+        if min_rows is None or state.size < min_rows or state.dim is None or self._closing:
+            return
+        if state.ann is not None or state.ann_dirty is not None:
+            return
+        if state.size < INLINE_ROWS:
+            build = partial(AnnIndex.build, self.ann_params, state.matrix, state.size, lambda: False)
+            state.ann = await state.gate.run_exclusive(build, inline=True)
+            await self._ann_ready(workspace_id, state)
+            return
+        state.ann_dirty = set()
+        task = asyncio.ensure_future(self._build_ann(workspace_id, state, state.matrix, state.size))
+        self._ann_builds.add(task)
+        task.add_done_callback(self._ann_builds.discard)
+
+    async def _build_ann(
+        self, workspace_id: str, state: WorkspaceState, matrix: NDArray[np.float32], rows: int
+    ) -> None:
+        def stop() -> bool:  # the store closes, or the workspace was replaced, dropped or let go of
+            return self._closing or self._spaces.get(workspace_id) is not state
+
+        try:
+            started = time.perf_counter()
+            ann = await asyncio.to_thread(AnnIndex.build, self.ann_params, matrix, rows, stop)
+            if ann is None:
+                return
+            async with self._write_lock(workspace_id):
+                if stop():
+                    return
+                await state.gate.run_exclusive(partial(state.attach_ann, ann), inline=False)
+                logger.info(
+                    "approximate index of workspace %r: %d rows in %.1f s", workspace_id, rows,
+                    time.perf_counter() - started,
+                )  # fmt: skip
+                await self._ann_ready(workspace_id, state)
+        except Exception:  # searches stay exact; the next write or load tries again
+            logger.exception("building the approximate index of workspace %r failed", workspace_id)
+        finally:
+            if state.ann is None:
+                state.ann_dirty = None
+
+    async def close(self) -> None:
+        """Stop background index builds (each stops within one batch), then the base's close."""
+        self._closing = True
+        if self._ann_builds:
+            await asyncio.gather(*self._ann_builds, return_exceptions=True)
+        await super().close()
+
     # ----- plumbing -----
 
     async def _open(self, workspace_id: str, *, create: bool) -> WorkspaceState | None:
@@ -429,6 +618,7 @@ class MemoryVectorStore(VectorStore):
                 self._spaces[workspace_id] = state
         if state is not None:
             self._touch(workspace_id, state)
+            await self._ensure_ann(workspace_id, state)
         return state
 
     async def _get(self, workspace_id: str) -> WorkspaceState | None:
@@ -496,7 +686,10 @@ class MemoryVectorStore(VectorStore):
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
+        if state is not None and state.size:  # refused before embedding; checked again under the write lock
+            check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
         batch = await self._prepare(workspace_id, nodes, state.dim if state is not None else None)
+        batch.space = self.space
         return await self._shielded(self._commit_upsert(workspace_id, batch))
 
     async def _commit_upsert(self, workspace_id: str, batch: Batch) -> int:
@@ -505,6 +698,8 @@ class MemoryVectorStore(VectorStore):
             assert state is not None
             if batch.dim is None or not batch.nodes:
                 return 0
+            if state.size:
+                check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
             if state.dim is not None and state.dim != batch.dim:
                 raise dimension_error(workspace_id, state.dim, batch.dim, "the batch's vectors")
             await self._log_upsert(workspace_id, state, batch)
@@ -514,7 +709,9 @@ class MemoryVectorStore(VectorStore):
             matrix = grow() if small else await asyncio.to_thread(grow)  # copying only reads: readers may run
             apply = partial(state.apply_upsert, batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
             await state.gate.run_exclusive(apply, inline=len(batch.nodes) < INLINE_ROWS)
+            state.space = batch.space  # logged with the batch: a workspace without a space adopts it atomically
             await self._after_write(workspace_id, state)
+            await self._ensure_ann(workspace_id, state)
         return len(batch.nodes)
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
@@ -539,6 +736,7 @@ class MemoryVectorStore(VectorStore):
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
         batch = await self._prepare(workspace_id, nodes, None)
+        batch.space = self.space
         build = partial(WorkspaceState.build, batch)
         state = build() if len(batch.nodes) < INLINE_ROWS else await asyncio.to_thread(build)
         return await self._shielded(self._commit_replace(workspace_id, state))
@@ -548,6 +746,7 @@ class MemoryVectorStore(VectorStore):
             await self._persist_replace(workspace_id, state)
             self._spaces[workspace_id] = state  # readers still running keep the old state
             self._touch(workspace_id, state)
+            await self._ensure_ann(workspace_id, state)  # a big load is searchable (exactly) before its index is built
         return state.size
 
     # ----- reads -----
@@ -568,35 +767,62 @@ class MemoryVectorStore(VectorStore):
         return await state.gate.run_shared(partial(state.get, list(ids)), inline=len(ids) < INLINE_ROWS)
 
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         query = as_query(vector, workspace_id, state.dim)
-        work = partial(state.search, query, top_k, predicate)
-        return await state.gate.run_shared(work, inline=_search_inline(state))
+        work = partial(state.search, query, top_k, predicate, exact)
+        return await state.gate.run_shared(work, inline=_search_inline(state, exact))
 
     async def search_hybrid(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         vector = (await self.embedder.embed([query]))[0]
         state = await self._get(workspace_id)  # the workspace may have been replaced while embedding
         if state is None or state.dim is None or state.size == 0:
             return []
+        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
         work = partial(
-            state.hybrid_search, as_query(vector, workspace_id, state.dim), query, top_k, predicate, lexical_weight
+            state.hybrid_search,
+            as_query(vector, workspace_id, state.dim),
+            query,
+            top_k,
+            predicate,
+            lexical_weight,
+            exact,
         )
         # A first hybrid search builds the index (tokenising every node): off the loop unless the workspace is small.
-        inline = _search_inline(state) if state.lexical is not None else state.size < INLINE_ROWS // 8
+        inline = _search_inline(state, exact) if state.lexical is not None else state.size < INLINE_ROWS // 8
         return await state.gate.run_shared(work, inline=inline)
+
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        return recorded_space(state.space, state.dim) if state is not None and state.size else None
 
     async def list_ids(self, workspace_id: str) -> list[str]:
         """The ids alone, sorted, without decoding any node's metadata (the management API pages and exports by

@@ -13,6 +13,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+class AnnParams(BaseModel):
+    """The approximate index of the in-process stores (`stores/ann.py`): an HNSW graph over quantised vectors for
+    workspaces of at least `min_rows` memories; the top hits are re-scored exactly from the float32 rows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # workspaces with at least this many rows get the index (built in the background); None: never (exact only)
+    min_rows: int | None = Field(default=200_000, ge=1)
+    dtype: Literal["i8", "f16", "f32"] = "i8"  # the graph's copy of the vectors (i8: 1 byte per dimension)
+    connectivity: int = Field(default=16, ge=2, le=256)  # HNSW M: neighbours per node
+    expansion_add: int = Field(default=128, ge=1, le=4096)  # ef at insertion
+    expansion_search: int = Field(default=128, ge=1, le=4096)  # ef at search (raised to the candidate count)
+    # candidates asked of the graph per hit wanted (at least 40), re-scored exactly; filters widen it (docs/scaling.md)
+    candidates: int = Field(default=4, ge=1, le=1000)
+    build_threads: int = Field(default=1, ge=1, le=64)  # threads of a background build
+
+
 class MemoryStoreParams(BaseModel):
     """The "memory" backend keeps everything in RAM. It accepts ReMe's `store_dir` (ReMe 0.1's default dump folder;
     ReMe's vector-store guide sets it), so those configurations start, and ignores it, saying so in the log."""
@@ -20,6 +37,7 @@ class MemoryStoreParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     store_dir: Path | None = None
+    ann: AnnParams = Field(default_factory=AnnParams)
 
 
 class LocalStoreParams(BaseModel):
@@ -35,6 +53,7 @@ class LocalStoreParams(BaseModel):
     # workspaces held in RAM past this many MiB (estimated) leave it, least recently used first, when idle; they
     # load again on their next use. None: all stay (the budget is per store)
     max_resident_mb: float | None = Field(default=1024, gt=0)
+    ann: AnnParams = Field(default_factory=AnnParams)
 
 
 class ChromaStoreParams(BaseModel):
@@ -180,6 +199,9 @@ class PgvectorStoreParams(BaseModel):
     # memory for building a workspace's HNSW index after a load (PostgreSQL's maintenance_work_mem, for that
     # statement only): a graph that does not fit is built far more slowly
     index_build_mb: int = Field(default=512, ge=64, le=65_536)
+    # a write that fills a new table with more rows than this (a library load) commits them without the HNSW
+    # index, which is then built in the background (CREATE INDEX CONCURRENTLY); searches are exact until it is
+    index_background_rows: int = Field(default=10_000, ge=0)
     # workspace locks shared by every service process on this database (PostgreSQL advisory locks); a waiter
     # gives up (503) after `lock_wait` s
     shared_lock: bool = True

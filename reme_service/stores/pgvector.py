@@ -4,8 +4,9 @@ sharing one database. psycopg 3 async, connections from a `psycopg_pool.AsyncCon
 Layout, under `table_prefix` (default `reme_`):
 
 * `<prefix>workspaces` (the registry): one row per workspace: its id as given, the table holding its nodes
-  (`tbl`), and the dimension of its vectors (`dim`, NULL while it holds none: an empty workspace takes the dimension
-  of its first vectors; the table is made then).
+  (`tbl`), the dimension of its vectors (`dim`, NULL while it holds none: an empty workspace takes the dimension
+  of its first vectors; the table is made then) and their embedding space (`space`, JSON text, `stores/spaces.py`;
+  the column is added to an older registry at start, and an older row takes the space of its next write).
 * `<prefix>n<hash>_<generation>`: a workspace's nodes: `id` (primary key), `seq` (listing order: from the sequence
   `<prefix>seq` when an id is first written, kept when it is replaced), `content`, `metadata` (jsonb) and
   `embedding vector(dim)` (unit vectors: inner product = cosine), with an HNSW index (`vector_ip_ops`) when
@@ -43,7 +44,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import orjson
@@ -61,7 +62,10 @@ from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_statement, lex_text, query_terms
+from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
+from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
+from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
 from reme_service.stores.vectors import as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -71,6 +75,14 @@ T = TypeVar("T")
 Conn = AsyncConnection[TupleRow]
 MAX_EF_SEARCH = 1_000  # pgvector's limit of hnsw.ef_search
 MAX_HNSW_DIM = 2_000  # pgvector's limit for an HNSW index on `vector`
+
+
+class _Entry(NamedTuple):
+    """A workspace's registry row."""
+
+    tbl: str
+    dim: int | None
+    space: EmbeddingSpace | None
 
 
 def _vector_text(vector: NDArray[np.float32]) -> str:
@@ -115,6 +127,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self._connecting = asyncio.Lock()
         self._closing: set[asyncio.Task[Any]] = set()
         self._shared = params.shared_lock
+        self._lock_wait_ms = f"{max(1, int(params.lock_wait * 1000))}ms"
+        self._builder = HnswBuilder(
+            self._connect_direct,
+            lambda table: self._key(f"index\x00{table}"),
+            m=params.hnsw_m,
+            ef_construction=params.hnsw_ef_construction,
+            build_mb=params.index_build_mb,
+        )
+        self._resuming: asyncio.Task[None] | None = None
+        self._oids: VectorOids | None = None  # of `vector` and `vector[]` in the database, read once
 
     def _describe(self) -> str:
         """Where the database is, for messages (never the password)."""
@@ -163,7 +185,27 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 finally:
                     await probe.close()
                 self._pool = await self._new_pool(self.params.pool_size, "reme-pgvector")
+                if self.params.index == "hnsw" and self._resuming is None:
+                    self._resuming = asyncio.create_task(self._resume_builds(), name="hnsw-resume")
             return self._pool
+
+    async def _resume_builds(self) -> None:
+        """Build the HNSW indexes that a load left to a process which stopped before building them."""
+        try:
+            tables = await self._run(
+                "finding tables without their index", lambda conn: pending_tables(conn, self._registry, MAX_HNSW_DIM)
+            )
+        except StoreError as exc:
+            logger.warning("%s", exc.message)
+            return
+        for table in tables:
+            self._builder.schedule(table)
+
+    async def wait_for_indexes(self) -> None:
+        """Until the background index builds this process started have ended (tests, benchmarks)."""
+        if self._resuming is not None:
+            await asyncio.gather(self._resuming, return_exceptions=True)
+        await self._builder.wait()
 
     async def _new_pool(self, size: int, name: str, reset: Callable[[Conn], Awaitable[None]] | None = None) -> Any:
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -190,6 +232,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false)",
             [str(self.params.ef_search)],
         )
+        if self._oids is None:
+            self._oids = await vector_oids(conn)
+        register_vector_rows(conn, self._oids)
 
     def _drop_pools(self) -> None:
         """Forget the pools after a connection failure (closed in the background): the next request probes."""
@@ -237,10 +282,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return StoreError(f"{self.where}: no free connection within {self.params.timeout:g} s ({action})")
 
     async def _write(self, action: str, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """`work` in one transaction."""
+        """`work` in one transaction, which waits at most `lock_wait` for a table or row lock (then 503)."""
 
         async def transaction(conn: Conn) -> T:
             async with conn.transaction():
+                await conn.execute("SELECT set_config('lock_timeout', %s, true)", [self._lock_wait_ms])
                 return await work(conn)
 
         return await self._run(action, transaction)
@@ -256,6 +302,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     "(workspace_id text PRIMARY KEY, tbl text NOT NULL UNIQUE, dim integer)"
                 ).format(self._registry)
             )
+            await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS space text").format(self._registry))
             await conn.execute(sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(self._name("seq")))
 
     def _key(self, name: str) -> int:
@@ -272,6 +319,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return {"status": "ok", **info}
 
     async def close(self) -> None:
+        if self._resuming is not None:
+            self._resuming.cancel()
+            await asyncio.gather(self._resuming, return_exceptions=True)
+        await self._builder.close()
         await super().close()
         for pool in (self._pool, self._lock_pool):
             if pool is not None:
@@ -322,7 +373,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 raise self._failure(f"locking workspace {workspace_id!r}", exc) from exc
 
     async def _take(self, conn: Conn, key: int, workspace_id: str) -> None:
-        wait_ms = f"{max(1, int(self.params.lock_wait * 1000))}ms"
+        wait_ms = self._lock_wait_ms
         try:
             await conn.execute("SELECT set_config('lock_timeout', %s, false)", [wait_ms])
             await conn.execute("SELECT pg_advisory_lock(%s)", [key])
@@ -335,12 +386,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     # ----- workspaces -----
 
-    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> tuple[str, int | None] | None:
-        query = sql.SQL("SELECT tbl, dim FROM {} WHERE workspace_id = %s").format(self._registry)
+    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> _Entry | None:
+        query = sql.SQL("SELECT tbl, dim, space FROM {} WHERE workspace_id = %s").format(self._registry)
         if for_update:
             query = sql.SQL("{} FOR UPDATE").format(query)
         row = await (await conn.execute(query, [workspace_id])).fetchone()
-        return None if row is None else (str(row[0]), row[1])
+        return None if row is None else _Entry(str(row[0]), row[1], parse_space(row[2]))
 
     async def exists_workspace(self, workspace_id: str) -> bool:
         validate_workspace_id(workspace_id)
@@ -358,7 +409,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         validate_workspace_id(workspace_id)
         await self._write("creating a workspace", lambda conn: self._register(conn, workspace_id))
 
-    async def _register(self, conn: Conn, workspace_id: str) -> tuple[str, int | None]:
+    async def _register(self, conn: Conn, workspace_id: str) -> _Entry:
         """The workspace's registry row, locked for this transaction (inserted when missing)."""
         await conn.execute(
             sql.SQL("INSERT INTO {} (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) DO NOTHING").format(
@@ -375,58 +426,66 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return f"{self.prefix}n{digest}_{np.base_repr(self._next_seq(), 36).lower()}"
 
     async def _create_table(self, conn: Conn, table: str, dim: int) -> None:
-        ident = sql.Identifier(table)
+        """A new workspace table, its primary key only: `_index_table` adds the other indexes after the first rows
+        (bulk builds are faster than growing an index row by row)."""
         await conn.execute(
             sql.SQL(
                 "CREATE TABLE {t} (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT nextval({s}), "
                 "content text NOT NULL, metadata jsonb NOT NULL, embedding vector({d}) NOT NULL, "
                 "lex tsvector NOT NULL)"
-            ).format(t=ident, s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
-        )
-        await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
-        await conn.execute(  # the full-text side of hybrid search (`pg_hybrid.py`)
-            sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident)
+            ).format(t=sql.Identifier(table), s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
         )
 
-    async def _create_index(self, conn: Conn, table: str, dim: int) -> None:
-        """The HNSW index (after the first rows: a bulk build); none with `index: exact`, nor beyond pgvector's
-        HNSW limit of 2,000 dimensions, where every search is exact."""
+    async def _index_table(self, conn: Conn, table: str, dim: int, rows: int) -> bool:
+        """The indexes of a table just filled with its first `rows` rows: the listing order, the full-text side of
+        hybrid search (`pg_hybrid.py`) and the HNSW index — built here, or, above `index_background_rows`, after
+        the commit by `HnswBuilder` (then True: the caller schedules it)."""
+        ident = sql.Identifier(table)
+        await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
+        await conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident))
         if self.params.index != "hnsw":
-            return
+            return False
         if dim > MAX_HNSW_DIM:
             logger.warning(
                 "no HNSW index for %d-dimensional vectors (pgvector indexes at most %d): searches scan every row",
                 dim,
                 MAX_HNSW_DIM,
             )
-            return
+            return False
+        if rows > self.params.index_background_rows:
+            return True
         # for this transaction only (every write is one): room for the whole graph while it is built
         await conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", [f"{self.params.index_build_mb}MB"])
         await conn.execute(
-            sql.SQL(
-                "CREATE INDEX {} ON {} USING hnsw (embedding vector_ip_ops) WITH (m = {}, ef_construction = {})"
-            ).format(
-                sql.Identifier(f"{table}_v"),
-                sql.Identifier(table),
-                sql.Literal(self.params.hnsw_m),
-                sql.Literal(self.params.hnsw_ef_construction),
-            )
-        )
+            hnsw_statement(table, m=self.params.hnsw_m, ef_construction=self.params.hnsw_ef_construction,
+                           concurrently=False)
+        )  # fmt: skip
+        return False
 
     async def _drop_table(self, conn: Conn, table: str) -> None:
+        await cancel_builds(conn, table)  # else the DROP would wait for a graph about to be thrown away
         await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
 
     async def _read_table(
-        self, action: str, workspace_id: str, read: Callable[[Conn, sql.Identifier, int], Awaitable[T]], empty: T
+        self,
+        action: str,
+        workspace_id: str,
+        read: Callable[[Conn, sql.Identifier, int], Awaitable[T]],
+        empty: T,
+        *,
+        search: bool = False,
     ) -> T:
         """`read(conn, table, dim)` on the workspace's table; `empty` for an unknown workspace or one with no
-        vectors. A table dropped between reading the registry and reading it (a concurrent replace) is read again."""
+        vectors. A table dropped between reading the registry and reading it (a concurrent replace) is read again.
+        A `search` is refused (409) when the workspace's vectors are of another embedding space."""
 
         async def work(conn: Conn) -> T:
             for attempt in (0, 1, 2):
                 entry = await self._entry(conn, workspace_id)
                 if entry is None or entry[1] is None:
                     return empty
+                if search:
+                    check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
                 try:
                     return await read(conn, sql.Identifier(entry[0]), entry[1])
                 except psycopg.errors.UndefinedTable:
@@ -444,6 +503,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _stored_dim(self, workspace_id: str) -> int | None:
         entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
         return None if entry is None else entry[1]
+
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
+        return None if entry is None else entry.space
+
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """One registry read (the base reads the dimension and the space apart)."""
+        validate_workspace_id(workspace_id)
+        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
+        return None if entry is None or entry.dim is None else recorded_space(entry.space, entry.dim)
 
     def _check_batch(self, batch: Prepared) -> None:
         for uid, content, metadata in zip(batch.ids, batch.contents, batch.metadatas, strict=True):
@@ -476,10 +545,17 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return await self._read_table("listing nodes", workspace_id, read, [])
 
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """As the base does it, but the dimension check and the search share one connection (two round trips
-        fewer); filters SQL cannot express exactly take the base's path (candidates ranked here)."""
+        fewer); filters SQL cannot express exactly take the base's path (candidates ranked here). `exact` ranks every
+        matching row in SQL (the HNSW index is not used)."""
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if top_k <= 0:
@@ -491,13 +567,20 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             query = as_query(vector, workspace_id, dim)
             if plan.impossible or native.impossible:
                 return []
-            hits = await self._search_rows(conn, workspace_id, table, query, top_k, native)
+            hits = await self._search_rows(conn, workspace_id, table, query, top_k, native, exact=exact)
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def search_hybrid(
-        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, lexical_weight: float = 0.3
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
         (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector."""
@@ -505,7 +588,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         plan, native = self._plan(filter, workspace_id)
         terms = query_terms(query)
         if top_k <= 0 or not terms or not native.exact or lexical_weight <= 0:
-            return await self.search(workspace_id, query, top_k=top_k, filter=filter)
+            return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
         if plan.impossible or native.impossible or not await self.exists_workspace(workspace_id):
             return []
         vector = (await self.embedder.embed([query]))[0]
@@ -525,7 +608,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
@@ -533,7 +616,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
             return await self._search_rows(conn, workspace_id, table, query, top_k, native)
 
-        return await self._read_table("searching", workspace_id, read, [])
+        return await self._read_table("searching", workspace_id, read, [], search=True)
 
     async def _search_rows(
         self,
@@ -543,8 +626,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         query: NDArray[np.float32],
         top_k: int,
         native: PgWhere,
+        *,
+        exact: bool = False,
     ) -> list[SearchHit]:
-        approximate = self.params.index == "hnsw" and native.where is None and top_k <= MAX_EF_SEARCH
+        approximate = not exact and self.params.index == "hnsw" and native.where is None and top_k <= MAX_EF_SEARCH
         params = {**native.params, "q": _vector_text(query), "k": top_k}
         if approximate:  # the form pgvector's HNSW index answers
             order = sql.SQL("embedding <#> %(q)s::vector")
@@ -586,8 +671,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """Insert or replace the batch's rows (new ids get the next listing positions, in batch order)."""
         statement = sql.SQL(
             "INSERT INTO {} (id, content, metadata, embedding, lex) "
-            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding::vector, to_tsvector('simple', u.lex) "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding, to_tsvector('simple', u.lex) "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %b, %s::text[]) "
             "WITH ORDINALITY AS u(id, content, metadata, embedding, lex, n) "
             "ORDER BY u.n "
             "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, "
@@ -602,7 +687,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     batch.ids[start:end],
                     batch.contents[start:end],
                     [orjson.dumps(m).decode() for m in batch.metadatas[start:end]],
-                    [_vector_text(v) for v in batch.vectors[start:end]],
+                    VectorRows(batch.vectors[start:end]),  # binary (`pg_vectors.py`)
                     [lex_text(content) for content in batch.contents[start:end]],
                 ],
             )
@@ -611,12 +696,19 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         new_dim = batch.dim
         assert new_dim is not None
 
+        deferred: list[str] = []
+
         async def work(conn: Conn) -> int:
-            table, dim = await self._register(conn, workspace_id)
+            table, dim, space = await self._register(conn, workspace_id)
+            if space != self.space:  # checked again under the row lock: another process may have written since
+                if dim is not None:
+                    check_space(workspace_id, recorded_space(space, dim), self.space, "write to")
+                await self._set_space(conn, workspace_id)
             if dim is None:
                 await self._create_table(conn, table, new_dim)
                 await self._insert(conn, table, batch)
-                await self._create_index(conn, table, new_dim)
+                if await self._index_table(conn, table, new_dim, len(batch)):
+                    deferred.append(table)
                 await self._set_dim(conn, workspace_id, new_dim)
                 return len(batch)
             if dim != new_dim:  # another process fixed the dimension since `prepare` read it
@@ -624,7 +716,19 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             await self._insert(conn, table, batch)
             return len(batch)
 
-        return await self._write("writing nodes", work)
+        written = await self._write("writing nodes", work)
+        self._build_later(deferred)
+        return written
+
+    def _build_later(self, tables: list[str]) -> None:
+        """Build the HNSW index of tables committed without it (a transaction may have been retried: the last)."""
+        if tables:
+            self._builder.schedule(tables[-1])
+
+    async def _set_space(self, conn: Conn, workspace_id: str) -> None:
+        """Record the store's embedding space for the workspace (in the caller's transaction)."""
+        query = sql.SQL("UPDATE {} SET space = %s WHERE workspace_id = %s").format(self._registry)
+        await conn.execute(query, [self.space.to_json(), workspace_id])
 
     async def _set_dim(self, conn: Conn, workspace_id: str, dim: int | None, table: str | None = None) -> None:
         if table is None:
@@ -656,19 +760,25 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return await self._write("deleting nodes", work)
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        deferred: list[str] = []
+
         async def work(conn: Conn) -> int:
-            old, _ = await self._register(conn, workspace_id)
+            old = (await self._register(conn, workspace_id)).tbl
+            await self._set_space(conn, workspace_id)
             fresh = self._table_name(workspace_id)
             if batch.ids:
                 assert batch.dim is not None
                 await self._create_table(conn, fresh, batch.dim)
                 await self._insert(conn, fresh, batch)
-                await self._create_index(conn, fresh, batch.dim)
+                if await self._index_table(conn, fresh, batch.dim, len(batch)):
+                    deferred.append(fresh)
             await self._set_dim(conn, workspace_id, batch.dim if batch.ids else None, fresh)
             await self._drop_table(conn, old)
             return len(batch)
 
-        return await self._write("replacing a workspace", work)
+        written = await self._write("replacing a workspace", work)
+        self._build_later(deferred)
+        return written
 
     async def _commit_drop(self, workspace_id: str) -> bool:
         async def work(conn: Conn) -> bool:

@@ -33,6 +33,7 @@ from reme_service.stores.filters import Condition
 from reme_service.stores.names import check_chroma_prefix, qdrant_alias_name, qdrant_workspace_id
 from reme_service.stores.params import QdrantStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
+from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _IDS = uuid.UUID("6f1d6c2e-6a8e-4d39-9c43-6b0b1a2a5e11")  # the namespace of point ids
 _PAGE = 1_000
+SPACE_KEY = "reme_embedding_space"  # in each generation's collection metadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +179,8 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         # dot product over the unit vectors `prepare` made: cosine, without Qdrant normalising them again (which
         # would change the stored vectors in their last bits)
         config = models.VectorParams(size=dim, distance=models.Distance.DOT)
-        await self._call(self.client.create_collection(name, vectors_config=config))
+        space = {SPACE_KEY: self.space.model_dump()}  # the generation's embedding space (`stores/spaces.py`)
+        await self._call(self.client.create_collection(name, vectors_config=config, metadata=space))
         if swap_from is None:
             await self._register(workspace_id, alias)
             await self._alias_to(alias, name, drop_first=False)
@@ -206,6 +209,13 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
             return None  # an empty workspace takes the dimension of its first vectors
         vectors = info.config.params.vectors
         return int(vectors.size) if isinstance(vectors, models.VectorParams) else None
+
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        collection = await self._target(self._alias(workspace_id))
+        if collection is None:
+            return None
+        info = await self._call(self.client.get_collection(collection))
+        return parse_space((info.config.metadata or {}).get(SPACE_KEY))
 
     async def _points(self, collection: str, *, with_vectors: bool) -> list[Any]:
         points: list[Any] = []
@@ -287,8 +297,10 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         async with self._write_lock(workspace_id):
             alias = self._alias(workspace_id)
             collection = await self._target(alias)
+            adopt = False  # an older collection without the space records it with this write
             if collection is not None:
                 info = await self._call(self.client.get_collection(collection))
+                adopt = parse_space((info.config.metadata or {}).get(SPACE_KEY)) != self.space
                 vectors = info.config.params.vectors
                 size = vectors.size if isinstance(vectors, models.VectorParams) else None
                 if not info.points_count and size != batch.dim:  # still empty: its first vectors set the size
@@ -302,6 +314,9 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
                 collection = await self._new_generation(workspace_id, batch.dim or 1, swap_from=None)
             seqs = await self._existing_seqs(collection, batch.ids)
             await self._write(collection, batch, seqs)
+            if adopt:
+                space = {SPACE_KEY: self.space.model_dump()}
+                await self._call(self.client.update_collection(collection, metadata=space))
             return len(batch)
 
     async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:

@@ -38,6 +38,7 @@ from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
 from reme_service.stores.shared_lock import SharedLock
+from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import as_query, batch_dimension, embed_checked, latest_by_id, normalise_rows
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -142,7 +143,9 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         )
 
     async def copy_workspace(self, src: str, dest: str) -> int:
-        """Upsert copies of every node of `src` into `dest`, vectors reused; a new `dest` takes `src`'s dimension."""
+        """Upsert copies of every node of `src` into `dest`, vectors reused; a new `dest` takes `src`'s dimension.
+        Both must be in the store's embedding space."""
+        await self.check_space(src, "copy from")
         nodes = await self.list_nodes(src, with_vectors=True)
         if not nodes:
             await self.create_workspace(dest)
@@ -160,6 +163,11 @@ class RemoteVectorStore(VectorStore, Generic[F]):
     async def _stored_dim(self, workspace_id: str) -> int | None:
         """The dimension the workspace's vectors must have; None for an unknown workspace (or one that does not
         fix it yet)."""
+
+    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        """The embedding space recorded with the workspace (None: unknown workspace, none recorded, or a backend
+        that records none: the default). A backend that records one writes it with every upsert and replace."""
+        return None
 
     @abstractmethod
     async def _scan(self, workspace_id: str, native: F, *, with_vectors: bool) -> list[VectorNode]:
@@ -205,8 +213,14 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         plan = plan_filter(filter, workspace_id)
         return plan, self._translate(plan.conditions)
 
+    async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
+        validate_workspace_id(workspace_id)
+        dim = await self._stored_dim(workspace_id)
+        return None if dim is None else recorded_space(await self._stored_space(workspace_id), dim)
+
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
         validate_workspace_id(workspace_id)
+        await self.check_space(workspace_id, "write to")
         batch = await self.prepare(workspace_id, nodes, await self._stored_dim(workspace_id))
         self._check_batch(batch)
         if not batch.ids:
@@ -240,7 +254,13 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         return [found[uid].model_copy(deep=True) for uid in ids if uid in found]
 
     async def search_vector(
-        self, workspace_id: str, vector: Sequence[float], *, top_k: int, filter: Filter | None = None
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        exact: bool = False,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
@@ -249,10 +269,11 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         dim = await self._stored_dim(workspace_id)
         if dim is None:
             return []
+        check_space(workspace_id, recorded_space(await self._stored_space(workspace_id), dim), self.space, "search")
         query = as_query(vector, workspace_id, dim)
         if plan.impossible or native.impossible:
             return []
-        if self._needs_exact_search(native, query, top_k):
+        if exact or self._needs_exact_search(native, query, top_k):  # exact: every matching node, ranked here
             nodes = await self._scan(workspace_id, native, with_vectors=True)
             return exact_top(matching(plan, nodes), query, top_k)
         hits = await self._search_native(workspace_id, query, top_k, native)

@@ -1,9 +1,9 @@
 """`ResidentSet`: which workspaces a persistent in-process store holds in RAM, least recently used first, with each
 one's estimated size, so that the store can let idle ones go when the total passes its budget.
 
-The estimate (`footprint`) is the vector matrix's bytes plus the node count times the measured size of a sample of
-nodes (the objects, their texts, their metadata bytes and their place in the id index): exact for the matrix, close
-for the rest, and cheap — recomputed only when a workspace's size changes.
+The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's, if any) plus the node count
+times the measured size of a sample of nodes (the objects, their texts, their metadata bytes and their place in the
+id index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size changes.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ def footprint(state: WorkspaceState) -> int:
     step = max(1, size // SAMPLE_NODES)
     sample = state.nodes[::step][:SAMPLE_NODES]
     per_node = sum(
-        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta)
-        for n in sample
+        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta) for n in sample
     ) / len(sample)
-    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES))
+    ann = state.ann.memory_bytes() if state.ann is not None else 0
+    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann)
 
 
 class ResidentSet:
@@ -38,20 +38,23 @@ class ResidentSet:
     def __init__(self, budget_bytes: int | None) -> None:
         self.budget_bytes = budget_bytes
         self.total = 0
-        self._sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # id -> (state id, rows, bytes)
+        # id -> (state id, rows + (1 << 62 when it has an approximate index), bytes)
+        self._sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sizes)
 
     def touch(self, workspace_id: str, state: WorkspaceState) -> None:
-        """`workspace_id` was just used; its size is re-estimated when its state or row count changed."""
+        """`workspace_id` was just used; its size is re-estimated when its state, its row count or whether it has
+        an approximate index changed."""
         known = self._sizes.get(workspace_id)
-        if known is not None and known[0] == id(state) and known[1] == state.size:
+        shape = state.size + (1 << 62 if state.ann is not None else 0)
+        if known is not None and known[0] == id(state) and known[1] == shape:
             self._sizes.move_to_end(workspace_id)
             return
         nbytes = footprint(state)
         self.total += nbytes - (known[2] if known is not None else 0)
-        self._sizes[workspace_id] = (id(state), state.size, nbytes)
+        self._sizes[workspace_id] = (id(state), shape, nbytes)
         self._sizes.move_to_end(workspace_id)
 
     def forget(self, workspace_id: str) -> None:

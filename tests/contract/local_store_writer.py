@@ -1,7 +1,9 @@
 """Helper process for the kill -9 test: upsert numbered batches into a LocalVectorStore, acknowledging each.
 
-Usage: `python local_store_writer.py STORE_DIR FIRST_BATCH COMPACT_AFTER_RECORDS`. After each `upsert` returns,
-the batch number is printed (and flushed) on stdout. It runs until killed.
+Usage: `python local_store_writer.py STORE_DIR FIRST_BATCH COMPACT_AFTER_RECORDS [ANN_MIN_ROWS]`. After each `upsert`
+returns, the batch number is printed (and flushed) on stdout. It runs until killed. With ANN_MIN_ROWS the workspace
+keeps an approximate index from that many rows (saved at each compaction), and every third batch also deletes a
+few nodes of the batch before it (`deleted_ids`), so the index follows deletes as well.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.params import LocalStoreParams
+from reme_service.stores.params import AnnParams, LocalStoreParams
 
 WORKSPACE = "crash"
 BATCH_SIZE = 40
@@ -38,18 +40,26 @@ def batch_nodes(batch: int) -> list[VectorNode]:
     ]
 
 
-async def main(store_dir: str, first: int, compact_after_records: int) -> None:
-    store = LocalVectorStore(
-        LocalStoreParams(store_dir=Path(store_dir), compact_after_records=compact_after_records),
-        embedder=HashEmbeddingClient(dimensions=DIM),
+def deleted_ids(batch: int) -> list[str]:
+    """The ids the ANN variant deletes after writing `batch` (from the batch before it, every third batch)."""
+    return [f"b{batch - 1}-{i}" for i in range(0, BATCH_SIZE, 9)] if batch % 3 == 2 else []
+
+
+async def main(store_dir: str, first: int, compact_after_records: int, ann_min_rows: int | None) -> None:
+    params = LocalStoreParams(
+        store_dir=Path(store_dir), compact_after_records=compact_after_records, ann=AnnParams(min_rows=ann_min_rows)
     )
+    store = LocalVectorStore(params, embedder=HashEmbeddingClient(dimensions=DIM))
     await store.start()
     batch = first
     while True:
         await store.upsert(WORKSPACE, batch_nodes(batch))
+        if ann_min_rows is not None and (gone := deleted_ids(batch)):
+            await store.delete_ids(WORKSPACE, gone)
         print(batch, flush=True)
         batch += 1
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    ann = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), ann))

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from reme_service.errors import DimensionMismatchError, StoreError
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.base import VectorStore
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.chroma_client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
 from reme_service.stores.params import ChromaStoreParams
+from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 from tests.contract.store_contract import (
     CORPUS,
     WS,
@@ -242,3 +244,47 @@ async def test_embedded_store_persists_across_reopen(tmp_path: Path) -> None:
         assert (await second.search(WS, CORPUS[2][1], top_k=1))[0].node.unique_id == "yaml"
     finally:
         await second.close()
+
+
+async def test_an_older_collection_takes_the_space_at_its_first_write(chroma_server: ChromaServer) -> None:  # noqa: F811
+    import chromadb
+
+    client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
+    name = chroma_collection_name("older", "o-")
+    collection = await client.create_collection(name, embedding_function=None, metadata={"reme_workspace_id": "older"})
+    await collection.add(ids=["old"], embeddings=[unit_vector(1).tolist()], documents=["written before spaces"])
+    params = ChromaStoreParams(host=chroma_server.host, port=chroma_server.port, collection_prefix="o-")
+    store, reopened = (
+        ChromaVectorStore(params, embedder=CountingEmbedder()),
+        ChromaVectorStore(params, embedder=CountingEmbedder()),
+    )
+    try:
+        assert await store.workspace_space("older") is None
+        assert await store.upsert("older", [make_node("new")]) == 1
+        assert await reopened.workspace_space("older") == space_of(store.embedder)
+    finally:
+        await client.delete_collection(name)
+        await store.close()
+        await reopened.close()
+        await close_async_http_client(client)
+
+
+async def test_a_reembed_by_another_process_is_seen(chroma_server: ChromaServer) -> None:  # noqa: F811
+    """Two processes on one server, both restarted with a new embedder: B's cached collection still says the old
+    space when A re-embeds the workspace; B's next write reads the collection again instead of refusing."""
+    params = ChromaStoreParams(host=chroma_server.host, port=chroma_server.port, collection_prefix="r-")
+    before = ChromaVectorStore(params, embedder=CountingEmbedder())
+    await before.upsert(WS, corpus_nodes())
+    await before.close()
+    a = ChromaVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))
+    b = ChromaVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))
+    try:
+        with pytest.raises(EmbeddingSpaceConflictError):
+            await b.upsert(WS, [make_node("b1")])
+        await reembed_workspace(a, WS)
+        assert await b.upsert(WS, [make_node("b1")]) == 1
+        assert (await b.search(WS, CORPUS[2][1], top_k=1))[0].node.unique_id == "yaml"
+    finally:
+        await _drop_all(a)
+        await a.close()
+        await b.close()

@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
+from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 from tests.contract.store_contract import (
     CORPUS,
     DIM,
@@ -192,3 +194,29 @@ async def test_unreachable_cluster_then_recovery() -> None:
             assert ids(await store.list_nodes(WS)) == ["a"]
     finally:
         await store.close()
+
+
+async def test_older_indices_adopt_the_space_and_a_reembed_elsewhere_is_seen(es_url: str) -> None:
+    """An index from before spaces takes the store's at its first write; a process whose cached space is stale
+    (another one re-embedded the workspace) reads the mapping again instead of refusing."""
+    prefix = f"t{secrets.token_hex(4)}-"
+    params = ElasticsearchStoreParams(hosts=[es_url], index_prefix=prefix)
+    older = ElasticsearchVectorStore(params, embedder=CountingEmbedder())
+    await older.upsert(WS, corpus_nodes())
+    await older.es.indices.put_mapping(index=older._alias(WS), meta={"reme_workspace_id": WS})  # no space: older
+    upgraded = ElasticsearchVectorStore(params, embedder=CountingEmbedder())  # the old embedder, this version
+    a = ElasticsearchVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))
+    b = ElasticsearchVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))
+    try:
+        assert await upgraded.workspace_space(WS) is None
+        await upgraded.upsert(WS, [make_node("adopted")])
+        assert await a.workspace_space(WS) == space_of(upgraded.embedder)
+        with pytest.raises(EmbeddingSpaceConflictError):
+            await b.upsert(WS, [make_node("b1")])  # b now caches the old space
+        await reembed_workspace(a, WS)
+        assert await b.upsert(WS, [make_node("b1")]) == 1
+        assert await b.workspace_space(WS) == space_of(b.embedder)
+    finally:
+        await _drop_all(a)
+        for store in (older, upgraded, a, b):
+            await store.close()

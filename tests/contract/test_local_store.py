@@ -27,7 +27,7 @@ import pytest
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.params import LocalStoreParams
+from reme_service.stores.params import AnnParams, LocalStoreParams
 from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
@@ -66,6 +66,24 @@ class TestLocalStoreCompactingOften(StoreContract):
         store = LocalVectorStore(
             LocalStoreParams(store_dir=tmp_path / "vs", compact_after_records=3), embedder=embedder
         )
+        yield store
+        await store.close()
+
+
+class TestLocalStoreWithIndex(StoreContract):
+    """The whole contract again with the approximate index on for every workspace (`ann.min_rows` 1), saved at
+    every third logged write's compaction, and a RAM budget that makes every idle workspace reload (snapshot, index
+    file, log) on its next use."""
+
+    MID_WRITE = TestLocalStore.MID_WRITE
+
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
+        params = LocalStoreParams(
+            store_dir=tmp_path / "vs", compact_after_records=3, max_resident_mb=1e-6, ann=AnnParams(min_rows=1)
+        )
+        store = LocalVectorStore(params, embedder=embedder)
+        await store.start()
         yield store
         await store.close()
 

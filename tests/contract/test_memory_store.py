@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.params import AnnParams, MemoryStoreParams
 from tests.contract.store_contract import CountingEmbedder, StoreContract
 
 pytestmark = pytest.mark.anyio
@@ -16,6 +17,19 @@ class TestMemoryStore(StoreContract):
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder):  # noqa: ANN201 - async generator fixture
         store = MemoryVectorStore(embedder=embedder)
+        await store.start()
+        yield store
+        await store.close()
+
+
+class TestMemoryStoreWithIndex(StoreContract):
+    """The whole contract again with the approximate index on for every workspace (`ann.min_rows` 1)."""
+
+    MID_WRITE = ("_log_upsert", True)
+
+    @pytest.fixture
+    async def store(self, embedder: CountingEmbedder):  # noqa: ANN201 - async generator fixture
+        store = MemoryVectorStore(MemoryStoreParams(ann=AnnParams(min_rows=1)), embedder=embedder)
         await store.start()
         yield store
         await store.close()

@@ -21,6 +21,7 @@ from reme_service.errors import ConfigError, DimensionMismatchError, InvalidRequ
 from reme_service.stores.factory import create_store
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.spaces import space_of
 from tests.conditions import until
 from tests.contract.store_contract import DIM, WS, CountingEmbedder, StoreContract, ids, make_node, unit_vector
 from tests.contract.test_chroma_store import RemoteStoreChecks
@@ -279,3 +280,21 @@ async def test_hybrid_search_fuses_vectors_with_full_text(pg_dsn: str, index: st
     finally:
         await _drop_all(pg)
         await pg.close()
+
+
+async def test_an_older_registry_gets_the_space_column_and_its_rows_adopt(pg_dsn: str) -> None:  # noqa: F811
+    older = make_store(pg_dsn)
+    await older.start()
+    await older.upsert(WS, [make_node("a", "written before spaces")])
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN space").format(older._registry))
+    await older.close()
+    upgraded = make_store(pg_dsn, CountingEmbedder(model_name="another-model"), table_prefix=older.params.table_prefix)
+    await upgraded.start()
+    try:
+        assert await upgraded.workspace_space(WS) is None
+        assert await upgraded.upsert(WS, [make_node("b")]) == 1
+        assert await upgraded.workspace_space(WS) == space_of(upgraded.embedder)
+    finally:
+        await _drop_all(upgraded)
+        await upgraded.close()

@@ -9,7 +9,8 @@ with serve_in_thread(fake.app) as url:
 
 Implemented: `GET/HEAD /` (info, product header); index create (`PUT /{index}` with settings, mappings and aliases;
 name rules; already-exists), exists (`HEAD`), get (`GET /{target}`, wildcards), delete (concrete names only),
-`GET /{target}/_mapping`; `GET /_alias/{name}` and atomic `POST /_aliases` (add, remove, remove_index);
+`GET /{target}/_mapping`, `PUT /{target}/_mapping` (`_meta` only); `GET /_alias/{name}` and atomic `POST /_aliases`
+(add, remove, remove_index);
 `POST /_bulk` (index, create and delete actions, per-item results and errors, `require_alias`, `refresh`,
 `if_seq_no` / `if_primary_term` conditions; documents are
 checked against a strict mapping: unknown fields, dense_vector dimensions and zero vectors under cosine, field
@@ -85,6 +86,7 @@ class FakeElasticsearch:
                 Route("/{target}/_pit", self._open_pit, methods=["POST"]),
                 Route("/{target}/_bulk", self._bulk, methods=["POST", "PUT"]),
                 Route("/{target}/_mapping", self._get_mapping, methods=["GET"]),
+                Route("/{target}/_mapping", self._put_mapping, methods=["PUT", "POST"]),
                 Route("/{target}/_search", self._search, methods=["GET", "POST"]),
                 Route("/{target}/_refresh", self._refresh, methods=["GET", "POST"]),
                 Route("/{target}/_mget", self._mget, methods=["GET", "POST"]),
@@ -250,6 +252,19 @@ class FakeElasticsearch:
         async def handle(_: Request) -> tuple[Any, int]:
             names = self._resolve(request.path_params["target"])
             return {name: {"mappings": self.indices[name].mappings} for name in names}, 200
+
+        return await self._dispatch(request, handle)
+
+    async def _put_mapping(self, request: Request) -> Response:
+        """Only a new `_meta`, which replaces the old one whole (as in Elasticsearch)."""
+
+        async def handle(_: Request) -> tuple[Any, int]:
+            body = await self._body(request)
+            if set(body) != {"_meta"}:
+                raise EsError(400, "unsupported_by_test_server", "a mapping update other than _meta")
+            for name in self._resolve(request.path_params["target"]):
+                self.indices[name].mappings["_meta"] = body["_meta"]
+            return {"acknowledged": True}, 200
 
         return await self._dispatch(request, handle)
 

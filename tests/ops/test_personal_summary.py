@@ -98,7 +98,12 @@ async def test_todays_stored_memories_are_reloaded_and_repetitions_replaced(tmp_
             messages=[user("I love hiking in the mountains with my dog.", "2023-05-08 18:00:00")],
         )
         assert second["metadata"]["deleted_memory_ids"] == [old_id]
-        assert second["metadata"]["contra_repeat"] == {"checked": 2, "new_dropped": 0, "stored_deleted": 1}
+        assert second["metadata"]["contra_repeat"] == {
+            "checked": 2,
+            "new_dropped": 0,
+            "stored_deleted": 1,
+            "stored_invalidated": 0,
+        }
         ids = {m["memory_id"] for m in await stored(app, WS)}
         assert old_id not in ids and other_day_id in ids  # another day's memory is not "today's"
         assert {m["content"] for m in await stored(app, WS)} == {
@@ -362,7 +367,7 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path) -> 
         assert any("[Monday, May 8, 2023, 13:56] Alice: I went to a support group yesterday." in p for p in prompts)
 
 
-async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path) -> None:
+async def test_llm_contradiction_invalidates_the_older_stored_memory(tmp_path: Path) -> None:
     llm = scripted(verdicts={2: "Contradiction"})
     async with personal_app(tmp_path, llm=llm) as app:
         first = await app.async_execute(
@@ -376,8 +381,12 @@ async def test_llm_contradiction_deletes_the_older_stored_memory(tmp_path: Path)
             workspace_id=WS,
             messages=[user("I work at Microsoft now.", "2023-05-08 17:00:00")],
         )
-        assert second["metadata"]["deleted_memory_ids"] == [old_id]
-        assert [m["content"] for m in await stored(app, WS)] == ["I WORK AT MICROSOFT NOW."]
+        assert second["metadata"]["deleted_memory_ids"] == []
+        assert second["metadata"]["invalidated_memory_ids"] == [old_id]
+        memories = {m["content"]: m for m in await stored(app, WS)}
+        assert set(memories) == {"I WORK AT MICROSOFT NOW.", "I WORK AT GOOGLE."}  # kept, marked no longer true
+        assert memories["I WORK AT GOOGLE."]["valid_to"] == "2023-05-08 17:00:00"
+        assert memories["I WORK AT MICROSOFT NOW."]["valid_to"] == ""
         contra = [call.prompt for call in llm.calls_of("ContraRepeatOp")]
         assert (
             "1. [2023-05-08 17:00:00] I WORK AT MICROSOFT NOW.\n2. [2023-05-08 09:00:00] I WORK AT GOOGLE."

@@ -36,9 +36,7 @@ def _node() -> str:
     return node
 
 
-def _run(
-    args: list[str], base_url: str, timeout: float = 300, api_key: str = ""
-) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], base_url: str, timeout: float = 300, api_key: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REME_BASE_URL": base_url, "REME_API_KEY": api_key}
     return subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 

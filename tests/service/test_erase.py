@@ -71,6 +71,7 @@ def test_a_deleted_workspace_leaves_no_text_behind(serve: ServeFn, tmp_path: Pat
         assert result["deleted"] is True
         assert result["purged"]["memories"] == 8 and result["purged"]["working_memory_files"] >= 3
         assert occurrences(data, MARKER) == []
-        assert "kept text" in client.post(
-            "/vector_store", json={"workspace_id": "kept", "action": "list"}, headers=headers
-        ).text
+        assert (
+            "kept text"
+            in client.post("/vector_store", json={"workspace_id": "kept", "action": "list"}, headers=headers).text
+        )

@@ -136,9 +136,7 @@ def test_reme_published_libraries_load(serve: ServeFn, tmp_path: Path, name: str
         assert listed[0]["memory_id"] in {m["memory_id"] for m in hit.memory_list}
 
 
-def test_a_load_logs_what_it_loaded_and_how_long_it_took(
-    serve: ServeFn, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_load_logs_what_it_loaded_and_how_long_it_took(serve: ServeFn, caplog: pytest.LogCaptureFixture) -> None:
     path = OUR_LIBRARIES[0]
     with (
         serve(f"file_roots={json.dumps([str(LIBRARY_DIR)])}") as http,

@@ -31,7 +31,6 @@ SEED = 15
 MAX_EXAMPLES = 25  # per operation and phase
 
 
-
 @pytest.fixture(scope="module")
 def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("schemathesis")

@@ -1,5 +1,6 @@
-"""`http.workers`: several service processes on one port over PostgreSQL — they share the port, the store and the
-jobs; a worker that dies is replaced; SIGTERM stops them all; a store only one process can own is refused."""
+"""`http.workers`: several service processes on one port over PostgreSQL — they share the port, the store, the
+jobs and the memories' history; a worker that dies is replaced; SIGTERM stops them all; a store only one process
+can own is refused."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
                 if i >= 40 and len(inserted_by) == 2:
                     break
                 with httpx.Client(base_url=base, timeout=30) as fresh:
-                    memory = {"when_to_use": f"case {i}", "content": f"advice {i}"}
+                    memory = {"memory_id": f"m{i}", "when_to_use": f"case {i}", "content": f"advice {i}"}
                     r = fresh.post(
                         "/vector_store", json={"workspace_id": "w", "action": "insert", "memory_dicts": [memory]}
                     )
@@ -94,6 +95,14 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
             count = i
             listed = client.post("/vector_store", json={"workspace_id": "w", "action": "list"}).json()
             assert len(listed["metadata"]["action_result"]) == count  # every write, whichever worker took it
+            # each memory's history is in the shared data_dir: either worker answers it, whoever wrote it
+            read_by: set[int] = set()
+            for i in range(count):
+                with httpx.Client(base_url=base, timeout=30) as fresh:
+                    entries = fresh.get(f"/workspaces/w/memories/m{i}/history").json()
+                    assert [(e["event"], e["after"]["content"]) for e in entries] == [("ADD", f"advice {i}")]
+                    read_by.add(worker_of(fresh))
+            assert read_by == workers
             # a job accepted by one worker is found by either
             job = client.post(
                 "/summary_task_memory_simple",

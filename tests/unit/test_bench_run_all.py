@@ -59,6 +59,8 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.C
         "1",
         "--summary-batches",
         "1",
+        "--ann-memories",
+        "300",
         "--output",
         str(output),
     ]
@@ -98,7 +100,7 @@ def test_report_names_the_machine_and_the_load(quick_report: tuple[subprocess.Co
 def test_targets_table_lists_every_target(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     table = rows(section(quick_report[1], TARGETS_HEADING))
     labels = [row[0] for row in table[2:]]
-    assert len(labels) == 8 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
+    assert len(labels) == 9 and "p50 latency, 10k, 1 client" in labels and "local MiniLM, batch 64" in labels
     verdicts = {row[0]: row[3] for row in table[2:]}
     assert verdicts["p50 latency, 10k, 1 client"] == "not measured"  # 10k is not among the sizes
     assert verdicts["summary overhead (worst batch)"] in ("ok", "**MISS**")
@@ -142,6 +144,11 @@ def test_load_rss_and_the_optional_parts(quick_report: tuple[subprocess.Complete
     assert "skipped (--skip embedder)" in section(text, "Embedders")
     assert "skipped (--skip locomo)" in section(text, "LoCoMo dev retrieval quality")
     assert "skipped (--skip multiprocess)" in section(text, MULTIPROCESS_HEADING)
+    big = rows(section(text, "One big workspace: the approximate index"))
+    assert [row[0] for row in big[2:7]] == [
+        "open (snapshot + index file)", "RSS after open", "approximate p50", "recall@10 vs exact", "exact p50"
+    ]  # fmt: skip
+    assert all(row[3] == "(targets at 1M)" for row in big[2:7])  # 300 memories: no verdicts
     summary = section(text, "Summary framework overhead")
     if "Not available" not in summary:  # the script may not exist yet; then the section says so
         flows = [row[0] for row in rows(summary)[2:]]

@@ -47,17 +47,22 @@ async def test_split_batches_match_one_thread_and_keep_the_order() -> None:
     assert (similarity[~np.eye(len(TEXTS), dtype=bool)] < 0.9999).all()
 
 
-async def test_blas_thread_count_is_restored_after_a_forward_pass() -> None:
+async def test_blas_is_on_one_thread_while_loaded_and_restored_on_close() -> None:
+    # Setting OpenBLAS's thread count wakes its worker threads, which then spin for a while: limiting and
+    # restoring around every forward pass kept a core spinning under a steady stream of queries. The limit is
+    # taken once, when the model loads, and given back when it is closed.
     _needs_model()
     before = _blas_threads()
     client = LocalEmbeddingClient(cache_size=0)
     try:
         await client.embed(TEXTS)
-        assert _blas_threads() == before
+        assert _blas_threads() == [1] * len(before)
         client.embed_sync(TEXTS[:3])
-        assert _blas_threads() == before
+        await client.embed(["one more query"])
+        assert _blas_threads() == [1] * len(before)
     finally:
         await client.close()
+    assert _blas_threads() == before
 
 
 async def test_close_stops_the_workers_and_a_later_embed_restarts_them() -> None:

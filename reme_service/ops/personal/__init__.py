@@ -18,6 +18,8 @@ from reme_service.ops.personal.long_contra_repeat_op import LongContraRepeatOp
 from reme_service.ops.personal.retrieve_memory_op import RetrieveMemoryOp
 from reme_service.ops.personal.semantic_rank_op import SemanticRankOp
 from reme_service.ops.personal.set_query_op import SetQueryOp
+from reme_service.ops.personal.set_validity_op import SetValidityOp
+from reme_service.ops.personal.stamp_recorded_op import StampRecordedOp
 from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, Timestamp
 from reme_service.ops.personal.update_insight_op import UpdateInsightOp
 
@@ -27,11 +29,13 @@ PERSONAL_OPS: tuple[type[AnyOp], ...] = (
     GetObservationWithTimeOp,
     LoadTodayMemoryOp,
     ContraRepeatOp,
+    StampRecordedOp,
     LoadPersonalMemoryOp,
     GetReflectionSubjectOp,
     UpdateInsightOp,
     LongContraRepeatOp,
     SetQueryOp,
+    SetValidityOp,
     ExtractTimeOp,
     RetrieveMemoryOp,
     SemanticRankOp,

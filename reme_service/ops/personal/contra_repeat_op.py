@@ -8,8 +8,13 @@ Contained | None>`; a reply with no such line is re-asked, then fails the reques
 are kept. Without an LLM only repetitions are found: an item whose text equals, or is contained in, a newer
 item's text (after lower-casing and removing punctuation); contradictions need the LLM.
 
-Output: `MEMORY_LIST` = the new observations that survive; `DELETED_MEMORY_IDS` = the stored ones that lost.
-`metadata.memory_list` lists what will be written; the answer is their contents, one per line.
+A stored observation that a newer one contradicts is not deleted: it is marked invalid (`valid_to` = the time of
+the newest new observation; see `lifecycle.py`) and written back, so its history and the `INVALIDATE` event say
+so and `as_of` retrieval still finds it for the time it held. A repeated (contained) one is deleted.
+
+Output: `MEMORY_LIST` = the new observations that survive, plus the invalidated stored ones;
+`DELETED_MEMORY_IDS` = the stored repetitions. `metadata.memory_list` lists the new memories written,
+`metadata.invalidated_memory_ids` the stored ones marked invalid; the answer is the new contents, one per line.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
+from reme_service.ops.personal.lifecycle import invalidated
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
 from reme_service.ops.personal.memories import batches
 from reme_service.ops.personal.op import PersonalOp
@@ -66,34 +72,40 @@ class ContraRepeatOp(PersonalOp[ContraRepeatParams]):
         new_ids = {m.memory_id for m in new}
         stored = [m for m in ctx.get(keys.TODAY_MEMORIES, []) if m.memory_id not in new_ids]
         items = order_newest_first(new, stored)
-        losers: set[str] = set()
+        verdicts: dict[str, str] = {}  # loser id -> contradiction | contained
         if self.params.enable_contra_repeat and len(items) > 1:
             llm = ctx.services.llm(self.params.llm)
             if llm.available:
                 groups = batches(items, self.params.contra_repeat_max_count)
-                results = await run_all((self._judge(ctx, g) for g in groups), limit=self.params.concurrency)
-                losers = set().union(*results)
+                for result in await run_all((self._judge(ctx, g) for g in groups), limit=self.params.concurrency):
+                    verdicts.update(result)
             else:
                 ctx.without_llm(self.name)
-                losers = repeated(items)
-        survivors: list[BaseMemory] = [m for m in new if m.memory_id not in losers]
+                verdicts = dict.fromkeys(repeated(items), "contained")
+        kept = [m for m in new if m.memory_id not in verdicts]
+        newest = max((m.time_created for m in new), default="")
+        contradicted = [invalidated(m, newest) for m in stored if verdicts.get(m.memory_id) == "contradiction"]
+        survivors: list[BaseMemory] = [*kept, *contradicted]
         for memory in survivors:
             memory.workspace_id = ctx.workspace_id
-        deleted = [m.memory_id for m in stored if m.memory_id in losers]
+        deleted = [m.memory_id for m in stored if verdicts.get(m.memory_id) == "contained"]
         ctx[common_keys.MEMORY_LIST] = survivors
         ctx[common_keys.DELETED_MEMORY_IDS] = deleted
-        ctx.response.answer = "\n".join(m.content for m in survivors)
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in survivors]
+        ctx.response.answer = "\n".join(m.content for m in kept)
+        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in kept]
         ctx.response.metadata["deleted_memory_ids"] = deleted
+        ctx.response.metadata["invalidated_memory_ids"] = [m.memory_id for m in contradicted]
         ctx.response.metadata["contra_repeat"] = {
             "checked": len(items),
-            "new_dropped": len(new) - len(survivors),
+            "new_dropped": len(new) - len(kept),
             "stored_deleted": len(deleted),
+            "stored_invalidated": len(contradicted),
         }
 
-    async def _judge(self, ctx: ServiceContext, group: list[PersonalMemory]) -> set[str]:
+    async def _judge(self, ctx: ServiceContext, group: list[PersonalMemory]) -> dict[str, str]:
+        """Loser id -> its verdict (`contradiction` or `contained`)."""
         if len(group) < 2:
-            return set()
+            return {}
         lines = "\n".join(f"{i}. [{m.time_created}] {m.content}" for i, m in enumerate(group, 1))
         prompt = self.render(ctx, "contra_repeat", count=len(group), statements=lines)
         judged: dict[int, Judgment] = await chat_parsed(
@@ -102,4 +114,4 @@ class ContraRepeatOp(PersonalOp[ContraRepeatParams]):
             lambda reply: parse_judgments(reply, len(group)),
             what="contradiction judgments",
         )
-        return {group[j.index - 1].memory_id for j in judged.values() if j.index > 1 and j.verdict != "none"}
+        return {group[j.index - 1].memory_id: j.verdict for j in judged.values() if j.index > 1 and j.verdict != "none"}

@@ -19,3 +19,8 @@ LANGUAGE: Input[str] = Input("language", str, default="")
 QUERY_TIME: Input[str] = Input("query_time", str, default="")
 # ReMe's default when a flow leaves `top_k` out (the personal flows declare it with default 3)
 TOP_K: Input[int] = Input("top_k", int, default=3)
+# time validity (docs/personal_memory.md): the moment retrieval reads the facts at, and whether to keep invalid ones
+AS_OF: Input[str] = Input("as_of", str, default="")
+INCLUDE_INVALID: Input[bool] = Input("include_invalid", bool, default=False)
+# seconds new personal memories live; None: the workspace's `lifecycle.ttl_seconds`
+TTL: Input[float | None] = Input("ttl", float | None, default=None)

@@ -17,6 +17,10 @@ the question):
 * when the query asks *when* something happened ("When did ...", "什么时候") and names no period, memories that
   record an event time get `fuse_time_question_ratio`.
 
+With the workspace's `lifecycle.decay_half_life_days` set, the fused score is also multiplied by the memory's age
+decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
+search are checked for validity like the others.
+
 `enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
 said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
 `time_match`.
@@ -25,15 +29,17 @@ said and, when known, the time it refers to; `metadata.memory_list` holds them w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from pydantic import Field
 
 from reme_service.flow.op import OpParams
-from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
+from reme_service.ops.personal.lifecycle import decay
 from reme_service.ops.personal.memories import INSIGHT, event_span, personal_filter, said_at
 from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
 from reme_service.ops.personal.time_expressions import asks_about_time
@@ -88,8 +94,9 @@ def answer_line(memory: BaseMemory) -> str:
 
 class FuseRerankOp(ServiceOp[FuseRerankParams]):
     inputs = (fields.TOP_K,)
+    may_input = (common_fields.EXACT,)
     reads = (common_keys.QUERY,)
-    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR)
+    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALIDITY, keys.QUERY_TIME)
     writes = (common_keys.MEMORY_LIST,)
 
     async def run(self, ctx: ServiceContext) -> None:
@@ -100,6 +107,11 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         if span is not None and memories:
             memories += await self._time_candidates(ctx, span, {m.memory_id for m in memories})
         when_question = params.enable_time_fusion and span is None and asks_about_time(ctx[common_keys.QUERY])
+        lifecycle = ctx.services.config.lifecycle.for_workspace(ctx.workspace_id)
+        validity = ctx.get(keys.VALIDITY, None)
+        as_of: datetime | None = validity.as_of if validity is not None else None
+        if as_of is None and keys.QUERY_TIME in ctx:
+            as_of = ctx[keys.QUERY_TIME]
         scored: list[tuple[float, str, BaseMemory]] = []
         for memory in memories:
             relevance = memory.relevance or 0.0
@@ -112,6 +124,8 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
                 ratio *= params.fuse_time_ratio
             elif when_question and isinstance(memory, PersonalMemory) and event_span(memory) is not None:
                 ratio *= params.fuse_time_question_ratio
+            if as_of is not None:
+                ratio *= decay(memory, as_of, lifecycle)
             scored.append((relevance * ratio, match, memory))
         scored.sort(key=lambda item: item[0], reverse=True)
         limit = params.output_memory_max_count or ctx.input(fields.TOP_K)
@@ -129,18 +143,22 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         store = ctx.services.store(self.params.store)
         flt = personal_filter(ctx.get(keys.TARGET, None))
         top_k = self.params.time_recall_top_k
+        exact = ctx.input(common_fields.EXACT)
         vector = ctx.get(keys.QUERY_VECTOR, None)
         query = ctx[common_keys.QUERY]
         if vector is None and self.params.hybrid:
             weight = self.params.lexical_weight
-            hits = await store.search_hybrid(ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight)
+            hits = await store.search_hybrid(
+                ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight, exact=exact
+            )
         elif vector is None:
-            hits = await store.search(ctx.workspace_id, query, top_k=top_k, filter=flt)
+            hits = await store.search(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
         else:  # the vector RetrieveMemoryOp embedded: no second embedding call
             # an array is what the stores take at run time; their signature says `Sequence[float]`
-            hits = await store.search_vector(ctx.workspace_id, cast(Sequence[float], vector), top_k=top_k, filter=flt)
+            as_sequence = cast(Sequence[float], vector)
+            hits = await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=flt, exact=exact)
         found: list[BaseMemory] = []
-        for memory in hits_to_memories(hits):
+        for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):
                 seen.add(memory.memory_id)
                 found.append(memory)

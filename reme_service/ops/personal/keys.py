@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from reme_service.flow.context import Key
+from reme_service.ops.personal.lifecycle import Validity
 from reme_service.ops.personal.memories import Statement
 from reme_service.ops.personal.timespan import TimeSpan
 from reme_service.schema.memory import PersonalMemory
@@ -30,3 +31,5 @@ QUERY_TIME: Key[datetime] = Key("personal.query_time")
 TARGET: Key[str | None] = Key("personal.target")
 TIME_SPAN: Key[TimeSpan | None] = Key("personal.time_span")
 QUERY_VECTOR: Key[NDArray[np.float32] | None] = Key("personal.query_vector")
+#: which facts retrieval keeps (`as_of`, or valid now); None with `include_invalid`
+VALIDITY: Key[Validity | None] = Key("personal.validity")

@@ -3,7 +3,8 @@
 Observations no reflection has consumed yet (`metadata.reflected` not true) are taken oldest first, at most
 `max_observations` per reflection, so reflection moves through the history in order and newer information is
 merged last; the rest wait for the next run (`metadata.reflection.remaining` says how many). All the user's
-insights are loaded. Both listings are filtered by user and kind. Output keys `UNREFLECTED` and `INSIGHTS`.
+insights are loaded. Both listings are filtered by user and kind; memories marked invalid (`valid_to`) are left
+out. Output keys `UNREFLECTED` and `INSIGHTS`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class LoadPersonalMemoryParams(OpParams):
 
 async def load_personal(store: VectorStore, workspace: str, flt: Filter) -> list[PersonalMemory]:
     nodes = await store.list_nodes(workspace, filter=flt)
-    return [m for m in map(memory_from_node, nodes) if isinstance(m, PersonalMemory)]
+    return [m for m in map(memory_from_node, nodes) if isinstance(m, PersonalMemory) and not m.valid_to]
 
 
 class LoadPersonalMemoryOp(ServiceOp[LoadPersonalMemoryParams]):

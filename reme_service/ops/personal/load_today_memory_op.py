@@ -4,7 +4,8 @@
 what was stored about last May, and a live conversation against today). The store is listed with a filter on
 kind, user and day (`metadata.memory_type`, `metadata.target`, `metadata.metadata.msg_date`), so other users'
 memories and other memory kinds are never loaded. At most `max_count` memories are reloaded (the newest);
-output key `TODAY_MEMORIES`, checked for contradictions and repetitions by ContraRepeatOp.
+memories already marked invalid are left out; output key `TODAY_MEMORIES`, checked for contradictions and
+repetitions by ContraRepeatOp.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class LoadTodayMemoryOp(ServiceOp[LoadTodayMemoryParams]):
             store = ctx.services.store(self.params.store)
             flt = personal_filter(user_name(ctx), kind=OBSERVATION, msg_date=days)
             nodes = await store.list_nodes(ctx.workspace_id, filter=flt)
-            memories = [m for m in map(memory_from_node, nodes) if isinstance(m, PersonalMemory)]
+            # an invalidated memory was contradicted already: it is not judged again
+            memories = [m for m in map(memory_from_node, nodes) if isinstance(m, PersonalMemory) and not m.valid_to]
             memories = newest_first(memories)[: self.params.max_count]
         ctx[keys.TODAY_MEMORIES] = memories

@@ -3,8 +3,9 @@
 The insights this reflection updated come first (newest first), then the user's other insights. With an LLM they
 are judged in batches of `long_contra_repeat_max_count` against the items before them. Reply contract:
 `Judgment: <n> | <Contradiction | Contained | None> [| <corrected text>]`; a reply with no such line is re-asked,
-then fails the request (502). A contradicted insight with a corrected text is rewritten to it; one without, and
-a contained one, is removed. Without an LLM only repeated texts are removed.
+then fails the request (502). A contradicted insight with a corrected text is rewritten to it; a stored one without
+is marked invalid (`valid_to` = now, kept; `lifecycle.py`); a contained one is removed. Without an LLM only
+repeated texts are removed.
 
 Output: `MEMORY_LIST` = the insights to write (updated or corrected) plus the observations this reflection
 consumed, marked `reflected`; `DELETED_MEMORY_IDS` = stored insights removed. Nothing is written before the
@@ -19,6 +20,7 @@ from reme_service.ops.common import keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import keys
 from reme_service.ops.personal.contra_repeat_op import repeated
+from reme_service.ops.personal.lifecycle import invalidated
 from reme_service.ops.personal.line_format import Judgment, parse_judgments
 from reme_service.ops.personal.memories import batches, newest_first
 from reme_service.ops.personal.op import PersonalOp
@@ -60,6 +62,7 @@ class LongContraRepeatOp(PersonalOp[LongContraRepeatParams]):
                 ctx.without_llm(self.name)
                 verdicts = {i: Judgment(0, "contained") for i in repeated(items)}
         written: list[PersonalMemory] = []
+        retired: list[PersonalMemory] = []  # contradicted, no correction: kept, marked invalid
         deleted: list[str] = []
         for item in items:
             verdict = verdicts.get(item.memory_id)
@@ -68,10 +71,12 @@ class LongContraRepeatOp(PersonalOp[LongContraRepeatParams]):
                     written.append(item)
             elif verdict.verdict == "contradiction" and verdict.corrected:
                 written.append(self._corrected(item, verdict.corrected))
+            elif verdict.verdict == "contradiction" and item.memory_id in stored_ids:
+                retired.append(invalidated(item, now_str()))
             elif item.memory_id in stored_ids:
                 deleted.append(item.memory_id)
         consumed = [self._reflected(m) for m in ctx.get(keys.UNREFLECTED, [])]
-        memories: list[BaseMemory] = [*written, *consumed]
+        memories: list[BaseMemory] = [*written, *retired, *consumed]
         for memory in memories:
             memory.workspace_id = ctx.workspace_id
         ctx[common_keys.MEMORY_LIST] = memories
@@ -79,6 +84,7 @@ class LongContraRepeatOp(PersonalOp[LongContraRepeatParams]):
         ctx.response.answer = "\n".join(f"{m.reflection_subject}: {m.content}" for m in written)
         ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in written]
         ctx.response.metadata["deleted_memory_ids"] = deleted
+        ctx.response.metadata["invalidated_memory_ids"] = [m.memory_id for m in retired]
         ctx.response.metadata.setdefault("reflection", {})["reflected_observations"] = len(consumed)
 
     @staticmethod

@@ -114,6 +114,7 @@ def new_observation(
         author=author,
         time_created=said,
         time_modified=now_str(),
+        valid_from=said,
         metadata=inner,
     )
 

@@ -3,7 +3,9 @@
 The search is filtered to personal memories (`metadata.memory_type`) of the requested user
 (`metadata.target`, when `user_name` was sent), so other users' memories and other memory kinds never appear.
 It fetches `max(recall_top_k, top_k)` candidates, drops later ones repeating an earlier one's user and content, and
-puts the similarity in `relevance` (the stored `score` is left alone). Output `MEMORY_LIST`, and the query's
+puts the similarity in `relevance` (the stored `score` is left alone). Memories that do not hold at the request's
+`as_of`, or now (`VALIDITY`: invalidated, expired or not yet valid; `lifecycle.py`), are dropped, so twice as many
+candidates are fetched when validity is checked. Output `MEMORY_LIST`, and the query's
 vector (`QUERY_VECTOR`) for later searches. An unknown workspace gives no candidates and no embedding call.
 
 With `hybrid` the similarity is the store's cosine fused with BM25 over the memories' texts
@@ -16,10 +18,11 @@ default). `hybrid=False` (the default) is the plain cosine search.
 from __future__ import annotations
 
 from reme_service.flow.op import OpParams
-from reme_service.ops.common import keys as common_keys
+from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
+from reme_service.ops.personal.lifecycle import Validity
 from reme_service.ops.personal.memories import personal_filter
 from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
 from reme_service.schema.memory import BaseMemory, memory_from_node
@@ -28,14 +31,19 @@ from reme_service.schema.vector_node import SearchHit
 MAX_RECALL = 200
 
 
-def hits_to_memories(hits: list[SearchHit], threshold: float | None = None) -> list[BaseMemory]:
-    """Memories from search hits, best first, with `relevance` set; a user's repeated contents dropped."""
+def hits_to_memories(
+    hits: list[SearchHit], threshold: float | None = None, *, validity: Validity | None = None
+) -> list[BaseMemory]:
+    """Memories from search hits, best first, with `relevance` set; a user's repeated contents dropped, and, with
+    `validity`, those it does not keep."""
     seen: set[tuple[str, str]] = set()
     memories: list[BaseMemory] = []
     for hit in hits:
         if threshold is not None and hit.score < threshold:
             continue
         memory = memory_from_node(hit.node)
+        if validity is not None and not validity.keeps(memory):
+            continue
         key = (getattr(memory, "target", ""), memory.content.strip())
         if key in seen:
             continue
@@ -55,13 +63,15 @@ class RetrieveMemoryParams(OpParams):
 
 class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
     inputs = (fields.TOP_K,)
+    may_input = (common_fields.EXACT,)
     reads = (common_keys.QUERY,)
-    may_read = (keys.TARGET,)
+    may_read = (keys.TARGET, keys.VALIDITY)
     writes = (keys.QUERY_VECTOR, common_keys.MEMORY_LIST)
 
     async def run(self, ctx: ServiceContext) -> None:
         top_k = ctx.input(fields.TOP_K)
-        count = max(1, min(max(self.params.recall_top_k, top_k), MAX_RECALL))
+        validity = ctx.get(keys.VALIDITY, None)
+        count = max(1, min(max(self.params.recall_top_k, top_k) * (1 if validity is None else 2), MAX_RECALL))
         store = ctx.services.store(self.params.store)
         if not await store.exists_workspace(ctx.workspace_id):
             ctx[keys.QUERY_VECTOR] = None
@@ -69,13 +79,14 @@ class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
             return
         flt = personal_filter(ctx.get(keys.TARGET, None))
         query = ctx[common_keys.QUERY]
+        exact = ctx.input(common_fields.EXACT)
         if self.params.hybrid:
             ctx[keys.QUERY_VECTOR] = None
             hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=count, filter=flt, lexical_weight=self.params.lexical_weight
+                ctx.workspace_id, query, top_k=count, filter=flt, lexical_weight=self.params.lexical_weight, exact=exact
             )
         else:
             vector = (await ctx.services.store_embedder(self.params.store).embed([query]))[0]
             ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
-            hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt)
-        ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score)
+            hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt, exact=exact)
+        ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score, validity=validity)

@@ -164,4 +164,3 @@ async def update_tool_memories(
         ]
         update_result = await write_tool_memories(store, workspace_id, changed)
     return CommitResult(memories, deleted_ids, update_result, [item.memory.when_to_use for item in changed])
-

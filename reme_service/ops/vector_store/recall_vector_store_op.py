@@ -14,7 +14,8 @@ bonuses at 0 give the plain search order.
 
 Each memory keeps its stored `score`; the search score goes into `relevance` (the bonuses do not). Candidates are
 deduplicated: a later hit whose `content` repeats an earlier one's (ignoring case and whitespace) is dropped.
-`top_k` comes from the request (1-50).
+`top_k` comes from the request (1-50); `exact` (request) makes a big workspace rank every memory instead of asking
+its approximate index.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def _content_key(text: str) -> str:
 
 class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
     inputs = (fields.TOP_K,)
+    may_input = (fields.EXACT,)  # flows that do not declare `exact` search the default way
     reads = (keys.QUERY,)
     writes = (keys.MEMORY_LIST,)
 
@@ -81,12 +83,13 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         # Over-fetch a little so dropping repeated contents still leaves top_k items.
         rescoring = Rescoring.model_validate(params.model_dump(include=set(Rescoring.model_fields)))
         fetch = min(max(top_k * 2, params.rescore_pool if rescoring.active else 0), max(MAX_TOP_K * 2, 200))
+        exact = ctx.input(fields.EXACT)
         if params.hybrid:
             hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=fetch, filter=flt, lexical_weight=params.lexical_weight
+                ctx.workspace_id, query, top_k=fetch, filter=flt, lexical_weight=params.lexical_weight, exact=exact
             )
         else:
-            hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt)
+            hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt, exact=exact)
         if params.threshold_score is not None:
             hits = [hit for hit in hits if hit.score >= params.threshold_score]
         if rescoring.active and hits:

@@ -1,4 +1,5 @@
-"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert.
+"""VectorStoreActionOp: the `vector_store` endpoint — list, dump, load, copy, delete, delete_ids, insert, history,
+reembed.
 
 `metadata.action_result` is always JSON (a dict or a list of memory dicts), never a Python repr string.
 """
@@ -18,15 +19,17 @@ from reme_service.durable import remove_tree_synced
 from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.flow.context import Input
 from reme_service.flow.op import OpParams
+from reme_service.history.lookup import memory_history
 from reme_service.ops.common.context import ServiceContext, workspace_working_root
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
+from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.workspace_ids import validate_workspace_id
 
-ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert")
+ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
 #: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
 OFF_LOOP_NODES = 1000
 
@@ -44,6 +47,7 @@ MEMORY_IDS: Input[list[str] | None] = Input("memory_ids", list[str] | None, defa
 MEMORY_DICTS: Input[list[dict[str, Any]]] = Input("memory_dicts", list[dict[str, Any]], factory=list)
 LIMIT: Input[int | None] = Input("limit", int | None, default=None)
 OFFSET: Input[int | None] = Input("offset", int | None, default=None)
+MEMORY_ID: Input[str] = Input("memory_id", str, default="")
 
 V = TypeVar("V", str, list[str], list[dict[str, Any]])
 
@@ -57,7 +61,7 @@ def _require(ctx: ServiceContext, spec: Input[V]) -> V:
 
 
 class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
-    inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS, LIMIT, OFFSET)
+    inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS, LIMIT, OFFSET, MEMORY_ID)
 
     async def run(self, ctx: ServiceContext) -> None:
         action = ctx.input(ACTION)
@@ -69,6 +73,8 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             "delete": self._delete,
             "delete_ids": self._delete_ids,
             "insert": self._insert,
+            "history": self._history,
+            "reembed": self._reembed,
         }
         handler = handlers.get(action)
         if handler is None:
@@ -154,6 +160,14 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         async with store.lock(ctx.workspace_id):
             await store.upsert(ctx.workspace_id, nodes)
         return {"size": len(nodes), "memory_ids": [n.unique_id for n in nodes]}
+
+    async def _history(self, ctx: ServiceContext, store: VectorStore) -> list[dict[str, Any]]:
+        """The memory's history entries, oldest first (404 for a memory with neither history nor existence)."""
+        return await memory_history(ctx.services.history, store, ctx.workspace_id, _require(ctx, MEMORY_ID))
+
+    async def _reembed(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        """Move the workspace to the store's current embedding space (`reembed.py`; over HTTP always a job)."""
+        return await reembed_workspace(store, ctx.workspace_id)
 
 
 R = TypeVar("R")

@@ -131,4 +131,3 @@ def existing_indices(directory: Path, prefix: str, suffix: str) -> set[int]:
         if match:
             found.add(int(match.group(1)))
     return found
-

@@ -1,0 +1,79 @@
+"""The retrieval flows' `exact` field: declared on each retrieval flow, passed down to the store, where it makes a
+workspace with an approximate index rank every memory; flows that do not declare it still start and search the
+default way."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from reme_service.app import ReMeApp
+from reme_service.stores.memory import MemoryVectorStore
+
+pytestmark = pytest.mark.anyio
+
+WS = "big"
+WORDS = [f"w{i}" for i in range(300)]
+# A deliberately poor graph (2 links a node) over every workspace, so that its answers differ from exact ones.
+POOR_INDEX = ("min_rows=1", "connectivity=2", "expansion_add=2", "expansion_search=1", "candidates=1")
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
+    overlay = tmp_path / "custom.yaml"
+    overlay.write_text(  # a user's flow written before `exact` existed: it does not declare it
+        "flow:\n  my_search:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(hybrid=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+    )
+    options = [f"vector_store.default.params.ann.{option}" for option in POOR_INDEX]
+    async with ReMeApp(
+        f"config={overlay}", f"data_dir={tmp_path}", "vector_store.default.backend=memory",
+        "embedding_model.default.backend=hash", *options, env={},
+    ) as application:  # fmt: skip
+        rng = random.Random(3)
+        memories = [{"when_to_use": " ".join(rng.choices(WORDS, k=6)), "content": f"memory {i}"} for i in range(1500)]
+        result = await application.async_execute(
+            name="vector_store", workspace_id=WS, action="insert", memory_dicts=memories
+        )
+        assert result["success"] is True, result
+        yield application
+
+
+def memory_ids(result: dict[str, object]) -> list[str]:
+    assert result["success"] is True, result
+    metadata = result["metadata"]
+    assert isinstance(metadata, dict)
+    return [memory["memory_id"] for memory in metadata["memory_list"]]
+
+
+async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) -> None:
+    store = app.services.store("default")
+    assert isinstance(store, MemoryVectorStore) and store._spaces[WS].ann is not None
+    embedder = app.services.store_embedder("default")
+    rng = random.Random(9)
+    differed = 0
+    for _ in range(20):
+        query = " ".join(rng.choices(WORDS, k=4))
+        vector = (await embedder.embed([query]))[0]
+        truth = [h.node.unique_id for h in await store.search_vector(WS, vector, top_k=5, exact=True)]
+        request = {"workspace_id": WS, "query": query, "top_k": 5}
+        default = memory_ids(await app.async_execute(name="my_search", **request))  # through the index
+        differed += default != truth
+        for flow in ("retrieve_task_memory", "retrieve_task_memory_simple"):
+            assert await app.async_execute(name=flow, **request, exact=True)
+        found = memory_ids(await app.async_execute(name="retrieve_task_memory", **request, exact=True))
+        fast = [h.node.unique_id for h in await store.search_hybrid(WS, query, top_k=10)]
+        slow = [h.node.unique_id for h in await store.search_hybrid(WS, query, top_k=10, exact=True)]
+        assert found == slow[:5]  # the exact hybrid ranking (the flow's default search is hybrid)
+        differed += fast != slow
+    assert differed, "the poor index always answered as exact search does: this test shows nothing"
+    personal = await app.async_execute(name="retrieve_personal_memory", workspace_id=WS, query="w1 w2", exact=True)
+    assert personal["success"] is True, personal
+
+
+async def test_exact_must_be_a_boolean(app: ReMeApp) -> None:
+    result = await app.async_execute(name="retrieve_task_memory", workspace_id=WS, query="w1", exact="sometimes")
+    assert result["success"] is False
