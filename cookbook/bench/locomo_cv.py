@@ -1,102 +1,333 @@
-"""The hybrid fusion weight chosen by leave-one-conversation-out cross-validation on LoCoMo, and the figure it gives.
+"""Retrieval techniques on LoCoMo, each constant chosen by leave-one-conversation-out cross-validation.
 
-The memory store holds every turn of every conversation (one workspace each; `locomo_recall.py`'s memories, the
-local MiniLM embedder). Each question of categories 1-4 with evidence is searched once per weight of `--weights`
-(`search_hybrid(top_k=5, lexical_weight=w)`, what `retrieve_task_memory` does without an LLM). Then, for each
-conversation in turn, the weight with the best hit@5 on the *other* conversations (recall@5 breaks ties) is used on
-it: the pooled figures over all questions are the cross-validated ones, beside the best in-sample weight's.
+Every turn of every conversation is one memory (as in `locomo_recall.py`); every question of categories 1-4 with
+evidence is a query with k = 5. The texts are embedded once with the service's embedder (local MiniLM; cached in
+`--cache`), and the rankings are computed here with the service's own scoring code: `LexicalIndex` (BM25, with or
+without `light_stem`), `lexical.fuse` (cosine ⊕ BM25, weight w), a candidate pool of `POOL` by fused score, as
+`RecallVectorStoreOp` fetches it, and the bonuses of `ops/vector_store/rescore.py` on that pool. A technique is
+a grid of constants; for each conversation in turn, the grid point with the best objective on the *other*
+conversations (hit@1 + hit@5 + recall@5, summed over their questions) is applied to it, and the pooled figures over
+all held-out questions are the cross-validated ones. The in-sample best is printed beside it.
 
-    .venv/bin/python cookbook/bench/locomo_cv.py
-    .venv/bin/python cookbook/bench/locomo_cv.py --weights 0 0.2 0.3 0.5 --embedder hash
+Techniques: `stem` (BM25 terms through `light_stem`), `neighbour` (a turn embedded and indexed with the turn before
+it in its session: "prev\\nturn"), `maxsim` (a turn's score is the best cosine of its own text, and of each of its
+sentences), `speaker`, `name`, `phrase`, `number`, `time` (rescore bonuses), `session` (group → item: turns of
+sessions with many strong candidates lifted). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every
+evidence session among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence
+session).
+
+    .venv/bin/python cookbook/bench/locomo_cv.py                       # all techniques, MiniLM
+    .venv/bin/python cookbook/bench/locomo_cv.py --only base stem speaker
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import itertools
 import json
+import re
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, store_conversation
+import numpy as np
+from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, turns_of
+from numpy.typing import NDArray
 
 from reme_service.app import ReMeApp
+from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus
+from reme_service.stores.lexical import LexicalIndex, fuse
 
-Scores = tuple[float, float, float]  # hit@1, hit@5, recall@5
+POOL = 50  # candidates rescored (RecallVectorStoreOp fetches max(2 * top_k, rescore_pool))
+CUES = ("speaker", "name", "phrase", "number", "time")
+SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
+Row = tuple[float, float, float, float, float]  # hit@1, hit@5, recall@5, session recall@5, session hit@1
+METRICS = ("hit@1", "hit@5", "recall@5", "s-rec@5", "s-hit@1")
 
 
-def mean(rows: list[Scores]) -> Scores:
+def session_of(dia_id: str) -> str:
+    return dia_id.split(":")[0]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    dia_ids: list[str]
+    own: list[str]  # "<speaker>: <text>"
+    context: list[str]  # the previous turn of the same session, a newline, the turn
+    parts: list[list[str]]  # a turn's sentences, each "<speaker>: <sentence>" (only turns of 2+ sentences)
+    questions: list[tuple[str, set[str], str]] = field(default_factory=list)  # question, evidence, category
+    vectors: dict[str, NDArray[np.float32]] = field(default_factory=dict)
+    lexical: dict[tuple[str, bool], NDArray[np.float32]] = field(default_factory=dict)  # (texts, stem) -> (q, n)
+    cues: dict[str, NDArray[np.float32]] = field(default_factory=dict)  # cue -> (q, n) unit bonuses
+
+
+def conversation_of(sample: dict[str, Any]) -> Conversation:
+    turns = turns_of(sample)
+    own = [memory_of(t)["content"] for t in turns]
+    context = []
+    for i, turn in enumerate(turns):
+        previous = turns[i - 1] if i and session_of(turns[i - 1]["dia_id"]) == session_of(turn["dia_id"]) else None
+        context.append(f"{own[i - 1]}\n{own[i]}" if previous is not None else own[i])
+    parts = []
+    for turn in turns:
+        sentences = [s for s in SENTENCE_RE.split(turn["text"]) if s.strip()]
+        parts.append([f"{turn['speaker']}: {s}" for s in sentences] if len(sentences) > 1 else [])
+    conv = Conversation(str(sample["sample_id"]), [t["dia_id"] for t in turns], own, context, parts)
+    for question in sample["qa"]:
+        evidence = evidence_of(question)
+        if question.get("category") in CATEGORIES and evidence:
+            conv.questions.append((question["question"], evidence, CATEGORIES[question["category"]]))
+    return conv
+
+
+async def embed_all(texts: list[str], embedder: str, cache: Path) -> dict[str, NDArray[np.float32]]:
+    """text -> vector with the service's embedder, cached on disk by the texts' digest."""
+    unique = sorted(set(texts))
+    digest = hashlib.sha256("\x00".join([embedder, *unique]).encode()).hexdigest()[:16]
+    path = cache / f"locomo_{embedder}_{digest}.npy"
+    if await asyncio.to_thread(path.is_file):
+        matrix = await asyncio.to_thread(np.load, path)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = (f"data_dir={tmp}", f"embedding_model.default.backend={embedder}")
+            async with ReMeApp(*settings, env={}) as app:
+                assert app.services is not None
+                matrix = np.asarray(await app.services.embedders["default"].embed(unique), np.float32)
+        await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(np.save, path, matrix)
+    return dict(zip(unique, matrix, strict=True))
+
+
+def prepare(convs: list[Conversation], vectors: dict[str, NDArray[np.float32]]) -> None:
+    for conv in convs:
+        conv.vectors["own"] = np.stack([vectors[t] for t in conv.own])
+        conv.vectors["context"] = np.stack([vectors[t] for t in conv.context])
+        conv.vectors["query"] = np.stack([vectors[q] for q, _, _ in conv.questions])
+        for texts, stem in itertools.product(("own", "context"), (False, True)):
+            index = LexicalIndex.build(getattr(conv, texts), stem=stem)
+            conv.lexical[texts, stem] = np.stack([index.scores(q) for q, _, _ in conv.questions])
+        queries = [QueryCues(q) for q, _, _ in conv.questions]
+        for cue in CUES:
+            unit = Rescoring(**{f"{cue}_boost": 1.0})
+            conv.cues[cue] = np.array([[cue_bonus(c, t, unit) for t in conv.own] for c in queries], np.float32)
+        # maxsim: the best cosine of a turn's own text and its sentences, per question
+        q = conv.vectors["query"]
+        best = q @ conv.vectors["own"].T
+        for i, sentences in enumerate(conv.parts):
+            if sentences:
+                part = np.stack([vectors[s] for s in sentences])
+                best[:, i] = np.maximum(best[:, i], (q @ part.T).max(axis=1))
+        conv.vectors["maxsim"] = best
+
+
+@dataclass(frozen=True)
+class Config:
+    weight: float = 0.3  # BM25 share
+    stem: bool = False
+    neighbour: bool = False
+    maxsim: bool = False
+    boosts: tuple[tuple[str, float], ...] = ()  # (cue, bonus)
+    session: float = 0.0  # group weight
+    diverse: float = 0.0  # penalty of a turn whose session is already among the chosen ones
+
+    def label(self) -> str:
+        parts = [f"w={self.weight:g}"] + [name for name in ("stem", "neighbour", "maxsim") if getattr(self, name)]
+        parts += [f"{cue}={value:g}" for cue, value in self.boosts if value]
+        parts += [f"session={self.session:g}"] if self.session else []
+        return " ".join(parts + ([f"diverse={self.diverse:g}"] if self.diverse else []))
+
+
+def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
+    """The top 5 turns of question `qi` under `config` (what the service would return)."""
+    texts = "context" if config.neighbour else "own"
+    cosine = conv.vectors["maxsim"][qi] if config.maxsim else conv.vectors[texts] @ conv.vectors["query"][qi]
+    fused = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight)
+    pool = np.argpartition(-fused, min(POOL, len(fused) - 1))[:POOL]
+    scores = fused[pool].astype(np.float64)
+    base = scores.copy()
+    for cue, value in config.boosts:
+        scores += value * conv.cues[cue][qi][pool]
+    if config.session:
+        sessions = [session_of(conv.dia_ids[i]) for i in pool]
+        sums: dict[str, float] = {}
+        for s, score in zip(sessions, base, strict=True):
+            sums[s] = sums.get(s, 0.0) + max(score, 0.0)
+        top = max(sums.values())
+        scores += config.session * np.array([sums[s] / top for s in sessions])
+    order = sorted(range(len(pool)), key=lambda j: (-scores[j], int(pool[j])))
+    if config.diverse:
+        order = diversify(order, [session_of(conv.dia_ids[i]) for i in pool], scores, config.diverse, 5)
+    return [int(pool[j]) for j in order[:5]]
+
+
+def diversify(order: list[int], groups: list[str], scores: NDArray[np.float64], penalty: float, k: int) -> list[int]:
+    """Greedy: the next item is the best after `penalty` per item of its group already chosen."""
+    chosen: list[int] = []
+    counts: dict[str, int] = {}
+    rest = list(order)
+    while rest and len(chosen) < k:
+        best = max(rest, key=lambda j: (scores[j] - penalty * counts.get(groups[j], 0), -rest.index(j)))
+        rest.remove(best)
+        chosen.append(best)
+        counts[groups[best]] = counts.get(groups[best], 0) + 1
+    return chosen + rest
+
+
+def score(conv: Conversation, qi: int, top: list[int]) -> Row:
+    evidence = conv.questions[qi][1]
+    ids = [conv.dia_ids[i] for i in top]
+    wanted_sessions = {session_of(e) for e in evidence}
+    sessions = {session_of(i) for i in ids}
+    return (
+        float(bool(evidence & set(ids[:1]))),
+        float(bool(evidence & set(ids))),
+        len(evidence & set(ids)) / len(evidence),
+        float(wanted_sessions <= sessions),
+        float(session_of(ids[0]) in wanted_sessions),
+    )
+
+
+def mean(rows: list[Row]) -> Row:
     n = max(len(rows), 1)
-    return (sum(r[0] for r in rows) / n, sum(r[1] for r in rows) / n, sum(r[2] for r in rows) / n)
+    return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 5  # type: ignore[return-value]
 
 
-async def score_all(
-    data: list[dict[str, Any]], weights: list[float], embedder: str
-) -> dict[str, dict[float, list[Scores]]]:
-    """conversation -> weight -> one (hit@1, hit@5, recall@5) per question."""
-    out: dict[str, dict[float, list[Scores]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        args = (f"data_dir={tmp}", "vector_store.default.backend=memory", f"embedding_model.default.backend={embedder}")
-        async with ReMeApp(*args, env={}) as app:
-            assert app.services is not None
-            store = app.services.store()
-            for sample in data:
-                workspace = await store_conversation(app, sample)
-                per_weight: dict[float, list[Scores]] = {w: [] for w in weights}
-                for question in sample["qa"]:
-                    evidence = evidence_of(question)
-                    if question.get("category") not in CATEGORIES or not evidence:
-                        continue
-                    for weight in weights:
-                        hits = await store.search_hybrid(
-                            workspace, question["question"], top_k=5, lexical_weight=weight
-                        )
-                        ids = [(hit.node.metadata.get("metadata") or {}).get("dia_id") for hit in hits]
-                        per_weight[weight].append(
-                            (
-                                float(bool(evidence & set(ids[:1]))),
-                                float(bool(evidence & set(ids[:5]))),
-                                len(evidence & set(ids[:5])) / len(evidence),
-                            )
-                        )
-                out[sample["sample_id"]] = per_weight
-                print(f"  {sample['sample_id']}: {len(per_weight[weights[0]])} questions", flush=True)
-    return out
+def objective(rows: list[Row]) -> float:
+    return sum(r[0] + r[1] + r[2] for r in rows)
+
+
+@dataclass
+class Result:
+    name: str
+    cross: list[Row]
+    cross_by_category: dict[str, list[Row]]
+    chosen: dict[str, str]
+    best_in_sample: tuple[str, Row]
+
+
+def cross_validate(name: str, convs: list[Conversation], grid: Iterable[Config]) -> Result:
+    configs = list(dict.fromkeys(grid))
+    rows = {c: {conv.sample_id: [score(conv, i, rank(conv, i, c)) for i in range(len(conv.questions))]
+                for conv in convs} for c in configs}  # fmt: skip
+    cross: list[Row] = []
+    by_category: dict[str, list[Row]] = {}
+    chosen: dict[str, str] = {}
+    for conv in convs:
+        others = [o.sample_id for o in convs if o is not conv]
+        best = max(configs, key=lambda c: objective([r for o in others for r in rows[c][o]]))
+        chosen[conv.sample_id] = best.label()
+        cross += rows[best][conv.sample_id]
+        for (_, _, category), row in zip(conv.questions, rows[best][conv.sample_id], strict=True):
+            by_category.setdefault(category, []).append(row)
+    in_sample = max(configs, key=lambda c: objective([r for v in rows[c].values() for r in v]))
+    pooled = mean([r for v in rows[in_sample].values() for r in v])
+    return Result(name, cross, by_category, chosen, (in_sample.label(), pooled))
+
+
+WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+BOOSTS = (0.0, 0.02, 0.05, 0.1, 0.2)
+
+
+def grids(kept: Config) -> dict[str, Callable[[], Iterable[Config]]]:
+    """Technique -> its grid, each alone over the base (w tuned with it), and `combined` around `kept`."""
+    base = Config()
+
+    def with_weights(**fields: Any) -> Iterable[Config]:
+        return (Config(**{**base.__dict__, "weight": w, **fields}) for w in WEIGHTS)
+
+    def cue(name: str) -> Iterable[Config]:
+        return (c for b in BOOSTS for c in with_weights(boosts=((name, b),)))
+
+    return {
+        "base": lambda: with_weights(),
+        "stem": lambda: with_weights(stem=True),
+        "neighbour": lambda: with_weights(neighbour=True),
+        "maxsim": lambda: with_weights(maxsim=True),
+        **{name: (lambda name=name: cue(name)) for name in CUES},
+        "session": lambda: (c for s in BOOSTS for c in with_weights(session=s)),
+        "diverse": lambda: (c for s in BOOSTS for c in with_weights(diverse=s)),
+        "combined": lambda: combined(kept),
+    }
+
+
+def combined(kept: Config) -> Iterable[Config]:
+    """A joint grid around the techniques passed with --combine."""
+    cues = [cue for cue, _ in kept.boosts]
+    for weight, session, diverse, *values in itertools.product(
+        (0.3, 0.4, 0.5),
+        (0.0, 0.1, 0.2) if kept.session else (0.0,),
+        (0.0, 0.05, 0.1) if kept.diverse else (0.0,),
+        *[(0.0, 0.05, 0.1, 0.2, 0.3)] * len(cues),
+    ):
+        yield Config(
+            weight=weight,
+            stem=kept.stem,
+            neighbour=kept.neighbour,
+            maxsim=kept.maxsim,
+            boosts=tuple(zip(cues, values, strict=True)),
+            session=session,
+            diverse=diverse,
+        )
+
+
+def print_result(result: Result, count: int) -> None:
+    figures = " ".join(f"{v:>8.3f}" for v in mean(result.cross))
+    label, pooled = result.best_in_sample
+    print(f"{result.name:<10} {figures}   in-sample best {' '.join(f'{v:.3f}' for v in pooled)} at {label}")
+    if len(set(result.chosen.values())) > 1:
+        print(f"{'':<10} chosen per fold: {result.chosen}")
+    else:
+        print(f"{'':<10} chosen in every fold: {next(iter(result.chosen.values()))}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
     parser.add_argument("--embedder", choices=("local", "hash"), default="local")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "reme_locomo_cache")
+    parser.add_argument("--only", nargs="+", help="techniques to run (default: all)")
+    parser.add_argument(
+        "--combine",
+        nargs="*",
+        default=["stem", "neighbour", "speaker", "time", "session"],
+        help="techniques the `combined` grid tunes jointly",
+    )
+    parser.add_argument("--categories", action="store_true", help="print the cross-validated figures per category")
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
     data = json.loads(args.data.read_text(encoding="utf-8"))
-    print(f"LoCoMo: {args.data} ({len(data)} conversations), embedder {args.embedder}, weights {args.weights}")
-    scores = asyncio.run(score_all(data, args.weights, args.embedder))
-    conversations = list(scores)
-
-    def pooled(weight: float, among: list[str]) -> Scores:
-        return mean([row for c in among for row in scores[c][weight]])
-
-    print(f"\n{'weight':>6} {'hit@1':>7} {'hit@5':>7} {'recall@5':>9}   (in-sample, all conversations)")
-    for weight in args.weights:
-        h1, h5, r5 = pooled(weight, conversations)
-        print(f"{weight:>6.2f} {h1:>7.3f} {h5:>7.3f} {r5:>9.3f}")
-    chosen: dict[str, float] = {}
-    cross: list[Scores] = []
-    for held in conversations:
-        others = [c for c in conversations if c != held]
-        best = max(args.weights, key=lambda w: (pooled(w, others)[1], pooled(w, others)[2]))
-        chosen[held] = best
-        cross.extend(scores[held][best])
-    h1, h5, r5 = mean(cross)
-    print(f"\nleave-one-conversation-out: weights chosen {chosen}")
-    print(f"cross-validated: hit@1 {h1:.3f}  hit@5 {h5:.3f}  recall@5 {r5:.3f}  ({len(cross)} questions)")
+    convs = [conversation_of(sample) for sample in data]
+    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
+    texts += [q for c in convs for q, _, _ in c.questions]
+    print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
+    print(f"embedding {len(set(texts))} texts with {args.embedder} (cache {args.cache}) ...", flush=True)
+    prepare(convs, asyncio.run(embed_all(texts, args.embedder, args.cache)))
+    kept = Config(
+        stem="stem" in args.combine,
+        neighbour="neighbour" in args.combine,
+        maxsim="maxsim" in args.combine,
+        boosts=tuple((cue, 0.05) for cue in CUES if cue in args.combine),
+        session=0.05 if "session" in args.combine else 0.0,
+        diverse=0.05 if "diverse" in args.combine else 0.0,
+    )
+    count = sum(len(c.questions) for c in convs)
+    print(f"\n{'technique':<10} {' '.join(f'{m:>8}' for m in METRICS)}   (leave-one-conversation-out)")
+    for name, grid in grids(kept).items():
+        if args.only and name not in args.only:
+            continue
+        result = cross_validate(name, convs, grid())
+        print_result(result, count)
+        if args.categories:
+            for category, rows in sorted(result.cross_by_category.items()):
+                print(f"{'':<4}{category:<12} n={len(rows):<4}" + " ".join(f"{v:>8.3f}" for v in mean(rows)))
     return 0
 
 

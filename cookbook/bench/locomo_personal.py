@@ -43,16 +43,26 @@ from reme_service.schema.vector_node import VectorNode
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 PLAIN_FLOW = "retrieve_personal_memory_without_time"
+HYBRID_FLOW = "retrieve_personal_memory_hybrid"
+LABELS = {
+    "retrieve_personal_memory": "with time fusion",
+    PLAIN_FLOW: "without time fusion",
+    HYBRID_FLOW: "time fusion, cosine + BM25",
+}
 
 
 def overlay_with_plain_flow(directory: Path) -> Path:
-    """A config overlay adding a copy of retrieve_personal_memory whose FuseRerankOp ignores time."""
+    """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, and whose
+    RetrieveMemoryOp fuses cosine with BM25 (`hybrid=True`, off by default: docs/retrieval_quality.md)."""
     flows = yaml.safe_load((FLOWS_DIR / "personal.yaml").read_text(encoding="utf-8"))["flow"]
     plain = dict(flows["retrieve_personal_memory"])
     plain["flow_content"] = plain["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(enable_time_fusion=False)")
     assert "enable_time_fusion=False" in plain["flow_content"]
+    hybrid = dict(flows["retrieve_personal_memory"])
+    hybrid["flow_content"] = hybrid["flow_content"].replace("RetrieveMemoryOp()", "RetrieveMemoryOp(hybrid=True)")
+    assert "hybrid=True" in hybrid["flow_content"]
     path = directory / "plain.yaml"
-    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain}}), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain, HYBRID_FLOW: hybrid}}), encoding="utf-8")
     return path
 
 
@@ -125,9 +135,7 @@ def sources(memories: list[dict[str, Any]]) -> set[str]:
 
 async def evaluate(app: ReMeApp, data: list[dict[str, Any]], k: int) -> dict[str, dict[str, list[int]]]:
     """flow → category → hit flags."""
-    hits: dict[str, dict[str, list[int]]] = {
-        flow: defaultdict(list) for flow in ("retrieve_personal_memory", PLAIN_FLOW)
-    }
+    hits: dict[str, dict[str, list[int]]] = {flow: defaultdict(list) for flow in LABELS}
     for sample in data:
         conversation = sample["conversation"]
         workspace = f"locomo_{sample['sample_id']}"
@@ -186,7 +194,7 @@ async def latency(
     """p50 / p95 of each retrieval flow, each in a fresh app (so no query embedding is cached), every question once."""
     questions = [qa["question"] for s in data for qa in s["qa"] if qa.get("category") in (1, 2, 3, 4)]
     asked_at = sessions(data[-1]["conversation"])[-1][0]
-    for label, flow in (("with time fusion", "retrieve_personal_memory"), ("without time fusion", PLAIN_FLOW)):
+    for flow, label in LABELS.items():
         async with ReMeApp(*overrides, f"embedding_model.default.backend={embedder}", env={}) as app:
             assert app.services is not None
             await app.services.store().upsert("bench10k", nodes)
@@ -207,15 +215,14 @@ async def latency(
         samples.sort()
         p50 = statistics.median(samples) * 1e3
         p95 = samples[int(len(samples) * 0.95)] * 1e3
-        print(f"  {embedder:<5} query embedding, {label:<20} p50 {p50:6.2f} ms   p95 {p95:6.2f} ms")
+        print(f"  {embedder:<5} query embedding, {label:<26} p50 {p50:6.2f} ms   p95 {p95:6.2f} ms")
 
 
 def report(hits: dict[str, dict[str, list[int]]], k: int) -> None:
-    labels = {"retrieve_personal_memory": "with time fusion", PLAIN_FLOW: "without time fusion"}
     print(f"\nevidence hit@{k}")
     for flow, by_category in hits.items():
         parts = [f"{c} {sum(v) / len(v):.3f} (n={len(v)})" for c, v in sorted(by_category.items())]
-        print(f"  {labels[flow]:<22} " + "   ".join(parts))
+        print(f"  {LABELS[flow]:<26} " + "   ".join(parts))
 
 
 async def main(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:

@@ -624,7 +624,7 @@ def bench_locomo(args: argparse.Namespace, report: Report) -> None:
     for mode in args.locomo_modes:
         result = asyncio.run(locomo.evaluate(data, mode, args.locomo_embedder, 5))
         rows = result["scores"]["overall"]
-        means = [sum(col) / len(rows) for col in zip(*rows, strict=True)] if rows else [float("nan")] * 3
+        means = locomo.means_of(rows)
         report.locomo.append(
             {
                 "mode": mode,
@@ -634,11 +634,21 @@ def bench_locomo(args: argparse.Namespace, report: Report) -> None:
                 "hit1": means[0],
                 "hit5": means[1],
                 "recall5": means[2],
+                "session_recall5": means[3],
+                "session_hit1": means[4],
+                "tokens": result["tokens"],
+                "p50_ms": result["p50_ms"],
+                "p95_ms": result["p95_ms"],
                 "insert_s": result["load_s"],
                 "query_s": result["query_s"],
             }
         )
-        print(f"   {mode}: hit@1 {means[0]:.3f}, hit@5 {means[1]:.3f}, recall@5 {means[2]:.3f}", flush=True)
+        print(
+            f"   {mode}: hit@1 {means[0]:.3f}, hit@5 {means[1]:.3f}, recall@5 {means[2]:.3f}, session recall@5 "
+            f"{means[3]:.3f}, session hit@1 {means[4]:.3f}, {result['tokens']:.0f} tokens, "
+            f"p50 {result['p50_ms']:.1f} ms",
+            flush=True,
+        )
 
 
 def bench_abuse(args: argparse.Namespace, report: Report) -> None:
@@ -746,7 +756,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--summary-requests", type=int, help="timed requests per summary row (default 20, quick 5)")
     parser.add_argument("--summary-batches", type=_int_list, default=[1, 8], help="trajectories per request")
     parser.add_argument("--locomo-conversations", type=int, help="first N LoCoMo conversations (default all, quick 2)")
-    parser.add_argument("--locomo-modes", type=_choices(("vector", "hybrid")), default=["vector", "hybrid"])
+    parser.add_argument(
+        "--locomo-modes", type=_choices(("vector", "fusion", "hybrid")), default=["vector", "fusion", "hybrid"]
+    )
     parser.add_argument("--locomo-embedder", choices=("local", "hash"), default="local")
     parser.add_argument("--output", type=Path, help="report path (default cookbook/bench/results/report-<date>.md)")
     parser.add_argument("--seed", type=int, default=7)

@@ -11,7 +11,9 @@ the question):
 * time ratio, when the query asks about a period (`TIME_SPAN`): `fuse_time_ratio` if the period the memory
   refers to (`event_start`..`event_end`) overlaps it ("event" match) or the memory was said within it
   ("message" match), else 1. So that time-matching memories beyond the semantic candidates are considered, a
-  wider search (`time_recall_top_k` most similar memories of the user) adds those among them that match;
+  wider search (`time_recall_top_k` most similar memories of the user) adds those among them that match — ranked
+  as RetrieveMemoryOp ranked: by the query vector it left, or else (its hybrid search) by `search_hybrid`, so
+  every candidate's relevance is on one scale;
 * when the query asks *when* something happened ("When did ...", "什么时候") and names no period, memories that
   record an event time get `fuse_time_question_ratio`.
 
@@ -42,6 +44,7 @@ from reme_service.ops.personal.memories import INSIGHT, event_span, personal_fil
 from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
 from reme_service.ops.personal.time_expressions import asks_about_time
 from reme_service.ops.personal.timespan import WEEKDAYS_EN, TimeSpan
+from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
 from reme_service.schema.memory import BaseMemory, PersonalMemory
 
 DEFAULT_RATIOS = {"conversation": 0.5, "observation": 1.0, "obs_customized": 1.2, "insight": 2.0}
@@ -57,6 +60,8 @@ class FuseRerankParams(OpParams):
     time_recall_top_k: int = 50
     output_memory_max_count: int | None = None
     store: str = "default"
+    hybrid: bool = True
+    lexical_weight: float = LEXICAL_WEIGHT
 
 
 def time_match(memory: BaseMemory, span: TimeSpan) -> str:
@@ -140,12 +145,18 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         top_k = self.params.time_recall_top_k
         exact = ctx.input(common_fields.EXACT)
         vector = ctx.get(keys.QUERY_VECTOR, None)
-        if vector is None:
-            hits = await store.search(ctx.workspace_id, ctx[common_keys.QUERY], top_k=top_k, filter=flt, exact=exact)
+        query = ctx[common_keys.QUERY]
+        if vector is None and self.params.hybrid:
+            weight = self.params.lexical_weight
+            hits = await store.search_hybrid(
+                ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight, exact=exact
+            )
+        elif vector is None:
+            hits = await store.search(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
         else:  # the vector RetrieveMemoryOp embedded: no second embedding call
             # an array is what the stores take at run time; their signature says `Sequence[float]`
-            query = cast(Sequence[float], vector)
-            hits = await store.search_vector(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
+            as_sequence = cast(Sequence[float], vector)
+            hits = await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=flt, exact=exact)
         found: list[BaseMemory] = []
         for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):

@@ -90,11 +90,11 @@ def find_time_spans(text: str, moment: datetime, *, future: bool | None = None) 
 
 def has_time_word(text: str) -> bool:
     """Whether the text mentions time at all (a wider net than `find_time_spans`, which must resolve it)."""
-    if any(token.lower() in _TIME_WORDS_EN for token in _TOKEN_RE.findall(text)):
+    if not _TIME_WORDS_EN.isdisjoint(token.lower() for token in _TOKEN_RE.findall(text)):
         return True
     if _NUMERIC_TIME_RE.search(text) or re.search(r"\bMay\b", text):
         return True
-    return any(word in text for word in _TIME_WORDS_ZH)
+    return not text.isascii() and any(word in text for word in _TIME_WORDS_ZH)  # Chinese words: not in ASCII
 
 
 def asks_about_time(text: str) -> bool:

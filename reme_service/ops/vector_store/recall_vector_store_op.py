@@ -2,33 +2,63 @@
 
 With `hybrid` (the default) the store ranks by cosine similarity fused with a BM25 score over the same texts
 (`VectorStore.search_hybrid`; `lexical_weight` is the BM25 share): on LoCoMo it lifts evidence hit@5 from 0.47
-to 0.64 with the MiniLM embedder (`cookbook/bench/locomo_recall.py`). Backends without a lexical index answer
-with plain vector search. `hybrid=False` is ReMe's pure vector search.
+to 0.64 with the MiniLM embedder, and the rescoring below with neighbour-context memories to 0.75
+(`cookbook/bench/locomo_recall.py`). Backends without a lexical index answer with plain vector search.
+`hybrid=False` is ReMe's pure vector search.
 
-Each memory keeps its stored `score`; the search score goes into `relevance`. Candidates are deduplicated:
-a later hit whose `content` repeats an earlier one's (ignoring case and whitespace) is dropped. `top_k` comes
-from the request (1-50); `exact` (request) makes a big workspace rank every memory instead of asking its
-approximate index.
+Then the query's exact cues are checked in the candidates' `content` (`rescore.py`: the speaker a line is said
+by, a time mention for a "when" question, the group — `metadata[group_key]`, e.g. a conversation's session — of
+the other strong candidates); the best `rescore_pool` hits are re-ordered by search score plus those bonuses. The
+defaults were chosen by leave-one-conversation-out cross-validation on LoCoMo (docs/retrieval_quality.md); all
+bonuses at 0 give the plain search order.
+
+Each memory keeps its stored `score`; the search score goes into `relevance` (the bonuses do not). Candidates are
+deduplicated: a later hit whose `content` repeats an earlier one's (ignoring case and whitespace) is dropped.
+`top_k` comes from the request (1-50); `exact` (request) makes a big workspace rank every memory instead of asking
+its approximate index.
 """
 
 from __future__ import annotations
+
+from pydantic import Field
 
 from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.vector_store.rescore import Rescoring, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
+from reme_service.schema.vector_node import VectorNode
 
 MAX_TOP_K = 50
+LEXICAL_WEIGHT = 0.4
 
 
-class RecallVectorStoreParams(OpParams):
+class RecallVectorStoreParams(OpParams, Rescoring):
     top_k: int | None = None
     threshold_score: float | None = None
     store: str = "default"
     memory_type: str | None = None
     hybrid: bool = True
-    lexical_weight: float = 0.3
+    lexical_weight: float = LEXICAL_WEIGHT
+    speaker_boost: float = 0.3
+    time_boost: float = 0.2
+    group_weight: float = 0.1
+    group_key: str | None = "session"
+    rescore_pool: int = Field(default=50, ge=1, le=200)
+
+
+def _node_content(node: VectorNode) -> str:
+    """A stored memory's `content` (`when_to_use` is the node's own text)."""
+    content = node.metadata.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _node_group(node: VectorNode, key: str) -> str | None:
+    """`metadata[key]` of a stored memory, as text (None when absent)."""
+    metadata = node.metadata.get("metadata")
+    value = metadata.get(key) if isinstance(metadata, dict) else None
+    return None if value is None else str(value)
 
 
 def _content_key(text: str) -> str:
@@ -51,7 +81,8 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         flt = {"metadata.memory_type": params.memory_type} if params.memory_type else None
         store = ctx.services.store(params.store)
         # Over-fetch a little so dropping repeated contents still leaves top_k items.
-        fetch = min(top_k * 2, MAX_TOP_K * 2)
+        rescoring = Rescoring.model_validate(params.model_dump(include=set(Rescoring.model_fields)))
+        fetch = min(max(top_k * 2, params.rescore_pool if rescoring.active else 0), max(MAX_TOP_K * 2, 200))
         exact = ctx.input(fields.EXACT)
         if params.hybrid:
             hits = await store.search_hybrid(
@@ -59,11 +90,23 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
             )
         else:
             hits = await store.search(ctx.workspace_id, query, top_k=fetch, filter=flt, exact=exact)
+        if params.threshold_score is not None:
+            hits = [hit for hit in hits if hit.score >= params.threshold_score]
+        if rescoring.active and hits:
+            # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built
+            group_key = params.group_key
+            scores = rescore(
+                query,
+                [_node_content(hit.node) for hit in hits],
+                [hit.score for hit in hits],
+                rescoring,
+                [_node_group(hit.node, group_key) for hit in hits] if group_key else None,
+            )
+            order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable: search order breaks ties
+            hits = [hits[i] for i in order]
         seen: set[str] = set()
         memories: list[BaseMemory] = []
         for hit in hits:
-            if params.threshold_score is not None and hit.score < params.threshold_score:
-                continue
             memory = memory_from_node(hit.node)
             key = _content_key(memory.content)
             if key in seen:

@@ -1,0 +1,154 @@
+"""Retrieval quality, second step: the stemmed BM25 terms, the query-cue bonuses and the recall op applying them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reme_service.app import ReMeApp
+from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus, rescore
+from reme_service.stores.lexical import LexicalIndex, light_stem, tokenize
+
+pytestmark = pytest.mark.anyio
+
+
+def test_light_stem_joins_inflections_and_leaves_short_words_and_numbers() -> None:
+    assert {light_stem(w) for w in ("paint", "paints", "painted", "painting")} == {"paint"}
+    assert {light_stem(w) for w in ("love", "loved", "loving", "loves")} == {"lov"}
+    assert {light_stem(w) for w in ("run", "running")} == {"run"}
+    assert {light_stem(w) for w in ("study", "studies", "studied")} == {"study"}
+    assert light_stem("class") == "class" and light_stem("watches") == "watch"
+    assert light_stem("sing") == "sing" and light_stem("bed") == "bed"  # no stem left: kept
+    assert light_stem("2023") == "2023" and light_stem("cat") == "cat"
+    assert tokenize("She painted it") == ["painted"]  # plain tokenize does not stem: pgvector's lex column
+    assert tokenize("She painted it", stem=True) == ["paint"]
+
+
+def test_the_index_stems_by_default_and_can_be_told_not_to() -> None:
+    texts = ["Melanie: I painted a sunset", "Caroline: the painting class was fun"]
+    assert (LexicalIndex.build(texts).scores("paintings") > 0).all()
+    plain = LexicalIndex.build(texts, stem=False).scores("paintings")
+    assert plain[0] == 0 and plain[1] > 0
+
+
+def test_query_cues() -> None:
+    cues = QueryCues('When did Caroline\'s friend Jon say "open mind" in 2022?')
+    assert cues.names == ["Caroline", "Jon"] and cues.numbers == {"2022"} and cues.phrases == ["open mind"]
+    assert cues.when
+    assert QueryCues("What does Melanie paint?").names == ["Melanie"]  # "What" is a stopword, not a name
+    assert not QueryCues("what does melanie paint").names
+
+
+def test_each_cue_earns_its_bonus_only_when_matched() -> None:
+    cues = QueryCues('When did Caroline say "open mind" in 2022?')
+    one = 0.1
+
+    def bonus(text: str, **weights: float) -> float:
+        return round(cue_bonus(cues, text, Rescoring(**weights)), 6)
+
+    assert bonus("Caroline: I went there", speaker_boost=one) == one
+    assert bonus("Melanie: Caroline went there", speaker_boost=one) == 0  # named, not speaking
+    assert bonus("Melanie: Caroline went there", name_boost=one) == one  # 1 of 1 name found
+    assert bonus("Melanie: Carolines went", name_boost=one) == 0  # a whole word only
+    assert bonus("Keep an Open Mind", phrase_boost=one) == one
+    assert bonus("keep an open heart", phrase_boost=one) == 0
+    assert bonus("in 2022 we moved", number_boost=one) == one and bonus("in 20220", number_boost=one) == 0
+    assert bonus("we moved last week", time_boost=one) == one and bonus("we moved", time_boost=one) == 0
+    assert bonus("Caroline: in 2022, last week", speaker_boost=one, number_boost=one, time_boost=one) == 0.3
+    assert cue_bonus(QueryCues("What did Caroline say?"), "we moved last week", Rescoring(time_boost=1)) == 0
+
+
+def test_rescore_adds_group_scores_and_is_the_identity_when_off() -> None:
+    texts = ["a", "b", "c", "d"]
+    scores = [0.5, 0.4, 0.3, 0.3]
+    assert rescore("q", texts, scores, Rescoring()) == scores
+    groups = ["s1", "s2", "s2", None]
+    out = rescore("q", texts, scores, Rescoring(group_weight=0.2), groups)
+    # s2 sums 0.7 (the best group), s1 0.5: d, in no group, gets nothing
+    assert out == pytest.approx([0.5 + 0.2 * 0.5 / 0.7, 0.4 + 0.2, 0.3 + 0.2, 0.3])
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
+    overlay = tmp_path / "plain.yaml"
+    overlay.write_text(
+        "flow:\n  retrieve_unscored:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
+        "time_boost=0, group_weight=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        "  retrieve_grouped:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
+        "time_boost=0, group_weight=1.0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+    )
+    async with ReMeApp(
+        f"config={overlay}", f"data_dir={tmp_path}", "embedding_model.default.backend=hash", env={}
+    ) as application:
+        yield application
+
+
+async def insert(app: ReMeApp, dicts: list[dict[str, Any]]) -> None:
+    result = await app.async_execute(name="vector_store", workspace_id="ws", action="insert", memory_dicts=dicts)
+    assert result["success"] is True, result
+
+
+def turn(speaker: str, text: str, session: str) -> dict[str, Any]:
+    line = f"{speaker}: {text}"
+    return {"when_to_use": line, "content": line, "metadata": {"session": session}}
+
+
+async def first(app: ReMeApp, flow: str, query: str) -> list[str]:
+    result = await app.async_execute(name=flow, workspace_id="ws", query=query, top_k=2)
+    assert result["success"] is True, result
+    return [m["content"] for m in result["metadata"]["memory_list"]]
+
+
+async def test_the_recall_op_lifts_the_named_speakers_line(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Melanie", "Caroline went hiking with the dog in the hills", "D1"),
+            turn("Caroline", "I went hiking with the dog", "D2"),
+            *[turn("Melanie", f"filler line number {i}", "D3") for i in range(20)],
+        ],
+    )
+    query = "Where did Caroline go hiking with the dog in the hills?"
+    assert (await first(app, "retrieve_unscored", query))[0].startswith("Melanie:")
+    top = await first(app, "retrieve_task_memory", query)
+    assert top[0] == "Caroline: I went hiking with the dog"
+    result = await app.async_execute(name="retrieve_task_memory", workspace_id="ws", query=query, top_k=2)
+    assert all(0 < m["relevance"] <= 1 for m in result["metadata"]["memory_list"])  # the search score, no bonus
+
+
+async def test_the_recall_op_lifts_time_mentions_for_when_questions(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Jon", "the bakery on the corner opened", "D1"),
+            turn("Jon", "the bakery on the corner opened yesterday", "D1"),
+        ],
+    )
+    query = "When was the bakery on the corner opened?"
+    assert (await first(app, "retrieve_unscored", query))[0] == "Jon: the bakery on the corner opened"
+    assert (await first(app, "retrieve_task_memory", query))[0] == "Jon: the bakery on the corner opened yesterday"
+    # not a "when" question: no time bonus
+    assert (await first(app, "retrieve_task_memory", "the bakery on the corner opened"))[0].endswith("opened")
+
+
+async def test_the_recall_op_groups_candidates_by_their_session(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Ann", "apple pie recipe with cinnamon", "D2"),
+            turn("Ann", "apple pie recipe", "D1"),
+            turn("Ann", "apple pie with cinnamon", "D1"),
+            turn("Ann", "recipe with cinnamon", "D1"),
+            *[{"when_to_use": f"filler line number {i}", "content": f"filler {i}"} for i in range(20)],  # no session
+        ],
+    )
+    query = "apple pie recipe with cinnamon"
+    assert (await first(app, "retrieve_unscored", query))[0] == "Ann: apple pie recipe with cinnamon"
+    # D1's three candidates together outscore D2's one: the session stage lifts them above it
+    grouped = await first(app, "retrieve_grouped", query)
+    assert grouped == ["Ann: apple pie with cinnamon", "Ann: apple pie recipe"]
