@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from reme_service.app import ReMeApp
+from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
 from reme_service.stores.memory import MemoryVectorStore
 
 pytestmark = pytest.mark.anyio
@@ -27,6 +28,10 @@ async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
     overlay.write_text(  # a user's flow written before `exact` existed: it does not declare it
         "flow:\n  my_search:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(hybrid=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        # and one that declares it: cosine only, no wider pool to rescore (which could hide the index's misses)
+        "  my_exact_search:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(hybrid=False, rescore_pool=1)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        "      exact: {type: boolean, default: false}\n"
     )
     options = [f"vector_store.default.params.ann.{option}" for option in POOR_INDEX]
     async with ReMeApp(
@@ -62,12 +67,19 @@ async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) ->
         request = {"workspace_id": WS, "query": query, "top_k": 5}
         default = memory_ids(await app.async_execute(name="my_search", **request))  # through the index
         differed += default != truth
+        truth_scores = [h.score for h in await store.search_vector(WS, vector, top_k=5, exact=True)]
+        exact_flow = await app.async_execute(name="my_exact_search", **request, exact=True)
+        assert [m["relevance"] for m in exact_flow["metadata"]["memory_list"]] == pytest.approx(truth_scores, abs=1e-6)
         for flow in ("retrieve_task_memory", "retrieve_task_memory_simple"):
             assert await app.async_execute(name=flow, **request, exact=True)
-        found = memory_ids(await app.async_execute(name="retrieve_task_memory", **request, exact=True))
+        result = await app.async_execute(name="retrieve_task_memory", **request, exact=True)
+        found = [memory["relevance"] for memory in result["metadata"]["memory_list"]]
         fast = [h.node.unique_id for h in await store.search_hybrid(WS, query, top_k=10)]
-        slow = [h.node.unique_id for h in await store.search_hybrid(WS, query, top_k=10, exact=True)]
-        assert found == slow[:5]  # the exact hybrid ranking (the flow's default search is hybrid)
+        exact_hits = await store.search_hybrid(WS, query, top_k=10, exact=True, lexical_weight=LEXICAL_WEIGHT)
+        slow = [h.node.unique_id for h in exact_hits]
+        # the exact hybrid ranking (the flow's default search is hybrid), compared by score: memories that tie may
+        # come in either order
+        assert found == pytest.approx([h.score for h in exact_hits[:5]], abs=1e-6)
         differed += fast != slow
     assert differed, "the poor index always answered as exact search does: this test shows nothing"
     personal = await app.async_execute(name="retrieve_personal_memory", workspace_id=WS, query="w1 w2", exact=True)
