@@ -7,6 +7,8 @@ A write counts as done only when its data and, for a new or renamed name, its di
 * `append_synced` appends to an open descriptor and fsyncs it before returning.
 * `truncate_synced` cuts a file (by descriptor or path) back to a length and fsyncs it.
 * `fsync_path` makes a file's data, or a directory's entries (a rename, an unlink), durable.
+* `exclusive_lock` holds an exclusive `flock` on a lock file for a block: one read-modify-write of shared files at a
+  time, across processes (the key file, the history files).
 
 tests/contract/test_local_store.py checks, by recording the real `os.fsync` calls, that every acknowledged write
 of the local store went through here.
@@ -14,9 +16,11 @@ of the local store went through here.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -27,6 +31,20 @@ def fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def exclusive_lock(lock_file: Path) -> Iterator[None]:
+    """An exclusive `flock` on `lock_file` (created, with its folder, when missing) for the block; it waits for any
+    holder. Each call opens its own descriptor, so threads of one process exclude each other too; closing it at the
+    end of the block releases the lock (and a process that dies releases it with its descriptors)."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 

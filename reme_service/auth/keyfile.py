@@ -12,12 +12,10 @@ service (`KeyRing`), so the service never rewrites the key file itself.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -26,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reme_service.auth.caller import ALL_WORKSPACES, Caller, Scope
-from reme_service.durable import atomic_write
+from reme_service.durable import atomic_write, exclusive_lock
 from reme_service.errors import ConfigError
 
 KEY_PATTERN = re.compile(r"rk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
@@ -97,24 +95,13 @@ def _write(path: Path, keys: KeyFile) -> None:
     atomic_write(path, [orjson.dumps(keys.model_dump(mode="json"), option=orjson.OPT_INDENT_2), b"\n"])
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
 def create_key(path: Path, *, workspaces: Sequence[str], scope: Scope, name: str = "") -> tuple[KeyRecord, str]:
     """Add a new key; returns its record and the key itself (shown once, stored nowhere)."""
     if not workspaces:
         raise ValueError("a key needs at least one --workspace")
     if ALL_WORKSPACES in workspaces and scope != "admin":
         raise ValueError("--workspace '*' (every workspace) is only for --scope admin")
-    with _locked(path):
+    with exclusive_lock(path.with_name(path.name + ".lock")):
         keys = read_key_file(path)
         key_id = secrets.token_hex(6)
         while keys.find(key_id) is not None:
@@ -135,7 +122,7 @@ def create_key(path: Path, *, workspaces: Sequence[str], scope: Scope, name: str
 
 def revoke_key(path: Path, key_id: str) -> KeyRecord:
     """Mark the key revoked (it stays listed). KeyError when there is no such key."""
-    with _locked(path):
+    with exclusive_lock(path.with_name(path.name + ".lock")):
         keys = read_key_file(path)
         record = keys.find(key_id)
         if record is None:

@@ -15,7 +15,6 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import threading
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from reme_service.durable import append_synced, atomic_write, fsync_path
+from reme_service.durable import append_synced, atomic_write, exclusive_lock, fsync_path
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
 from reme_service.stores.workspace_ids import file_name
 
@@ -45,14 +44,8 @@ class HistoryLog:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # releases the flock
+        with self._lock, exclusive_lock(self.directory / LOCK_NAME):
+            yield
 
     # -- writing
 
