@@ -227,10 +227,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _configure(self, conn: Conn) -> None:
         """Each new connection: HNSW scans look at `ef_search` candidates and return rows in exact distance order
         until the LIMIT is met (pgvector's strict-order iterative scan), so `k` rows come back whenever there are
-        `k`. (Placeholders until the extension's library loads, which then takes them.)"""
+        `k` (placeholders until the extension's library loads, which then takes them); and a statement waits at most
+        `lock_wait` for a lock — a table, a row, a workspace's advisory lock — then fails (503)."""
         await conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false)",
-            [str(self.params.ef_search)],
+            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false), "
+            "set_config('lock_timeout', %s, false)",
+            [str(self.params.ef_search), self._lock_wait_ms],
         )
         if self._oids is None:
             self._oids = await vector_oids(conn)
@@ -282,11 +284,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return StoreError(f"{self.where}: no free connection within {self.params.timeout:g} s ({action})")
 
     async def _write(self, action: str, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """`work` in one transaction, which waits at most `lock_wait` for a table or row lock (then 503)."""
+        """`work` in one transaction (which waits at most `lock_wait` for a lock: `_configure`)."""
 
         async def transaction(conn: Conn) -> T:
             async with conn.transaction():
-                await conn.execute("SELECT set_config('lock_timeout', %s, true)", [self._lock_wait_ms])
                 return await work(conn)
 
         return await self._run(action, transaction)
@@ -373,9 +374,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 raise self._failure(f"locking workspace {workspace_id!r}", exc) from exc
 
     async def _take(self, conn: Conn, key: int, workspace_id: str) -> None:
-        wait_ms = self._lock_wait_ms
-        try:
-            await conn.execute("SELECT set_config('lock_timeout', %s, false)", [wait_ms])
+        try:  # gives up after `lock_wait` (the connection's lock_timeout, `_configure`)
             await conn.execute("SELECT pg_advisory_lock(%s)", [key])
         except psycopg.errors.LockNotAvailable as exc:
             raise StoreError(
