@@ -4,7 +4,6 @@ enough, saved with the local store's snapshot and trusted again only when it mat
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from reme_service.stores.ann import AnnIndex
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import INLINE_ROWS, MemoryVectorStore, WorkspaceState
 from reme_service.stores.params import AnnParams, LocalStoreParams, MemoryStoreParams
+from tests.conditions import until
 from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.anyio
 
 DIM = 32
 WS = "big"
+BUILD_LIMIT = 30.0  # seconds a background index build may take on a busy machine
 WIDE = AnnParams(min_rows=1, expansion_search=1024)  # a search this wide finds the true neighbours of small data
 
 
@@ -76,14 +77,6 @@ async def assert_answers_as_exact(
     assert [(h.node.unique_id, h.score) for h in fast] == [(h.node.unique_id, h.score) for h in exact]
 
 
-async def until(condition: Callable[[], bool], limit: float = 30.0) -> None:
-    """Wait (polling the event loop) until `condition()` holds."""
-    deadline = asyncio.get_running_loop().time() + limit
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
-
-
 async def test_the_index_follows_inserts_replaces_and_deletes() -> None:
     store = MemoryVectorStore(MemoryStoreParams(ann=WIDE), embedder=HashEmbeddingClient(dimensions=DIM))
     rng = np.random.default_rng(1)
@@ -126,7 +119,7 @@ async def test_a_background_build_catches_up_with_the_writes_made_during_it(monk
     await store.upsert(WS, nodes(0, 30, seed=4))  # replaced rows
     await store.delete_ids(WS, [f"n{i}" for i in range(5, total, 97)])
     release.set()
-    await until(lambda: state.ann is not None)
+    await until(lambda: state.ann is not None, limit=BUILD_LIMIT)
     assert state.ann_dirty is None
     assert_index_follows_rows(state)
     await assert_answers_as_exact(store, WS, queries(6))
@@ -153,7 +146,7 @@ async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_
     await store.start()
     await store.replace_workspace(WS, nodes(0, INLINE_ROWS + 100, seed=5))
     first = store._spaces[WS]
-    await until(lambda: first.ann is not None and (tmp_path / f"{WS}.ann").exists())
+    await until(lambda: first.ann is not None and (tmp_path / f"{WS}.ann").exists(), limit=BUILD_LIMIT)
     await store.upsert(WS, nodes(50, 10, seed=6))  # in the log only: replayed onto the reloaded index
     await store.delete_ids(WS, ["n3", "n4"])
     await store.compact(WS)
@@ -179,10 +172,11 @@ async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_
         store, state = await _reopened_state(tmp_path, ann)
         assert state.ann is None, "an index that does not match the snapshot was trusted"
         await assert_answers_as_exact(store, WS, queries(2))  # exact until the rebuild is ready
-        await until(lambda state=state: state.ann is not None)
+        await until(lambda state=state: state.ann is not None, limit=BUILD_LIMIT)
         assert_index_follows_rows(state)
         await assert_answers_as_exact(store, WS, queries(4))
-        await until(lambda store=store: not store._write_lock(WS).locked())  # the rebuilt index is saved
+        # the rebuilt index is saved
+        await until(lambda store=store: not store._write_lock(WS).locked(), limit=BUILD_LIMIT)
         crash(store)
 
 
