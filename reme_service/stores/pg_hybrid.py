@@ -2,22 +2,24 @@
 
 Each row keeps `lex`, a `tsvector` of the same index terms the in-process stores' BM25 uses (`lexical.tokenize`:
 lower-cased words without stopwords or plural "s", CJK bigrams), under a GIN index. A hybrid search takes the
-`candidates` nearest rows by vector (HNSW when unfiltered) and the `candidates` best by `ts_rank` over the query's
-terms OR-ed together, then ranks their union by `lexical.fuse` — `(1 - w) * cosine + w * rank / max(rank)`, the
-formula of the in-process stores — with ties by listing order. Filters apply to both candidate lists, in SQL.
+`candidates` nearest rows by vector (HNSW, with pgvector's iterative scan when filtered) and the `candidates` best
+by `ts_rank` among the rows holding one of the query's *distinctive* terms — those in at most a tenth of the
+table's rows (`pg_terms.py`; a term in most rows would make the full-text side rank most of the table). Their
+union is ranked, in the same statement, by `lexical.fuse` — `(1 - w) * cosine + w * rank / max(rank)`, in single
+precision as the in-process stores compute it, with `rank` the `ts_rank` of all the query's terms — ties by listing
+order, and only the best `top_k` rows come back. Filters apply to both candidate lists, in SQL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-import numpy as np
 from psycopg import sql
 
-from reme_service.stores.lexical import fuse, tokenize
+from reme_service.stores.lexical import tokenize
 
-CANDIDATES_PER_HIT = 10
+CANDIDATES_PER_HIT = 2
 MIN_CANDIDATES = 50
 
 
@@ -26,34 +28,66 @@ def lex_text(content: str) -> str:
     return " ".join(tokenize(content))
 
 
-def query_terms(text: str) -> str:
-    """A `to_tsquery` string matching any of the query's index terms ('' when it has none)."""
-    return " | ".join(dict.fromkeys(tokenize(text)))
+def query_terms(text: str) -> list[str]:
+    """The query's distinct index terms, in order."""
+    return list(dict.fromkeys(tokenize(text)))
+
+
+def any_of(terms: Iterable[str]) -> str:
+    """A `to_tsquery` string matching any of `terms` ('' for none)."""
+    return " | ".join(terms)
 
 
 def candidate_count(top_k: int) -> int:
     return max(top_k * CANDIDATES_PER_HIT, MIN_CANDIDATES)
 
 
-def hybrid_statement(table: sql.Identifier, where: sql.Composable | None) -> sql.Composed:
-    """Parameters: `q` (vector text), `tq` (query terms), `k` (candidates per list), and the filter's own."""
+@dataclass(frozen=True)
+class HybridQuery:
+    """The parameters of `hybrid_statement` besides the filter's: `vector` (pgvector text), `ranked` (all the
+    query's terms, which rank), `searched` (the distinctive ones, which find full-text candidates; '' for none),
+    `candidates` per list, `top_k` and the lexical `weight` (> 0)."""
+
+    vector: str
+    ranked: str
+    searched: str
+    candidates: int
+    top_k: int
+    weight: float
+
+    def params(self) -> dict[str, object]:
+        return {
+            "q": self.vector,
+            "tq": self.ranked,
+            "lq": self.searched,
+            "k": self.candidates,
+            "n": self.top_k,
+            "w": self.weight,
+        }
+
+
+def hybrid_statement(table: sql.Identifier, where: sql.Composable | None, *, full_text: bool) -> sql.Composed:
+    """The best `n` rows `(id, content, metadata, fused score, seq)`, best first; `full_text` False leaves out the
+    full-text candidates (a query whose every term is common). The fused score is computed in `real` arithmetic
+    step by step as numpy does it in float32, so both rank alike."""
     condition = where or sql.SQL("TRUE")
-    return sql.SQL(
-        "WITH v AS (SELECT id FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT %(k)s), "
-        "l AS (SELECT id FROM {t} WHERE ({w}) AND lex @@ to_tsquery('simple', %(tq)s) "
-        "ORDER BY ts_rank(lex, to_tsquery('simple', %(tq)s)) DESC LIMIT %(k)s), "
-        "c AS (SELECT id FROM v UNION SELECT id FROM l) "
-        "SELECT t.id, t.content, t.metadata::text, -(t.embedding <#> %(q)s::vector), "
-        "ts_rank(t.lex, to_tsquery('simple', %(tq)s)), t.seq FROM c JOIN {t} t ON t.id = c.id"
+    nearest = sql.SQL("SELECT id FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT %(k)s").format(
+        t=table, w=condition
+    )
+    matching = sql.SQL(
+        "SELECT id FROM {t} WHERE ({w}) AND lex @@ (SELECT lq FROM qq) "
+        "ORDER BY ts_rank(lex, (SELECT lq FROM qq)) DESC LIMIT %(k)s"
     ).format(t=table, w=condition)
-
-
-def fused_order(rows: Sequence[Sequence[Any]], weight: float, top_k: int) -> list[tuple[Sequence[Any], float]]:
-    """The best `top_k` candidate rows `(id, content, metadata, cosine, rank, seq)` with their fused scores."""
-    if not rows:
-        return []
-    cosine = np.array([float(row[3]) for row in rows], np.float32)
-    lexical = np.array([float(row[4]) for row in rows], np.float32)
-    scores = fuse(cosine, lexical, weight)
-    order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), int(rows[i][5])))
-    return [(rows[i], min(max(float(scores[i]), 0.0), 1.0)) for i in order[:top_k]]
+    candidates = sql.SQL("({}) UNION ({})").format(nearest, matching) if full_text else nearest
+    return sql.SQL(
+        # the queries parsed once (a function call in a row's expression would run for every row)
+        "WITH qq AS (SELECT to_tsquery('simple', %(tq)s) AS tq, to_tsquery('simple', %(lq)s) AS lq), "
+        "s AS (SELECT t.id, t.seq, (-(t.embedding <#> %(q)s::vector))::real AS cos, "
+        "ts_rank(t.lex, (SELECT tq FROM qq)) AS r FROM ({c}) c JOIN {t} t ON t.id = c.id), "
+        "m AS (SELECT max(r) AS top FROM s), "
+        "f AS (SELECT s.id, s.seq, CASE WHEN m.top > 0 THEN "
+        "(1 - %(w)s::float8)::real * greatest(least(s.cos, 1::real), 0::real) + (%(w)s::float8 / m.top)::real * s.r "
+        "ELSE s.cos END AS score FROM s, m ORDER BY score DESC, s.seq LIMIT %(n)s) "
+        "SELECT t.id, t.content, t.metadata::text, f.score, f.seq FROM f JOIN {t} t ON t.id = f.id "
+        "ORDER BY f.score DESC, f.seq"
+    ).format(c=candidates, t=table)

@@ -61,8 +61,9 @@ from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
-from reme_service.stores.pg_hybrid import candidate_count, fused_order, hybrid_statement, lex_text, query_terms
+from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
+from reme_service.stores.pg_terms import CommonTerms
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
@@ -104,6 +105,11 @@ def _unstorable(value: Any) -> bool:
     return False
 
 
+def _unit(score: Any) -> float:
+    """A score clipped to [0, 1]."""
+    return min(max(float(score), 0.0), 1.0)
+
+
 def _connection_lost(exc: psycopg.Error) -> bool:
     """Whether the error means the connection (or the server) is gone, rather than one statement failing: client-side
     errors carry no SQLSTATE; class 08 is a connection exception; 57P01-57P03 a server shutting down or starting."""
@@ -135,6 +141,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             ef_construction=params.hnsw_ef_construction,
             build_mb=params.index_build_mb,
         )
+        self._common_terms = CommonTerms(self._connect_direct)
         self._resuming: asyncio.Task[None] | None = None
         self._oids: VectorOids | None = None  # of `vector` and `vector[]` in the database, read once
 
@@ -202,10 +209,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             self._builder.schedule(table)
 
     async def wait_for_indexes(self) -> None:
-        """Until the background index builds this process started have ended (tests, benchmarks)."""
+        """Until the background index builds (and table analyses, `pg_terms.py`) this process started have ended
+        (tests, benchmarks)."""
         if self._resuming is not None:
             await asyncio.gather(self._resuming, return_exceptions=True)
         await self._builder.wait()
+        await self._common_terms.wait()
 
     async def _new_pool(self, size: int, name: str, reset: Callable[[Conn], Awaitable[None]] | None = None) -> Any:
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -324,6 +333,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             self._resuming.cancel()
             await asyncio.gather(self._resuming, return_exceptions=True)
         await self._builder.close()
+        await self._common_terms.close()
         await super().close()
         for pool in (self._pool, self._lock_pool):
             if pool is not None:
@@ -441,7 +451,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         the commit by `HnswBuilder` (then True: the caller schedules it)."""
         ident = sql.Identifier(table)
         await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
-        await conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (lex)").format(sql.Identifier(f"{table}_l"), ident))
+        # no pending list: entries go straight into the index, so a search never scans a list of recent rows
+        gin = sql.SQL("CREATE INDEX {} ON {} USING gin (lex) WITH (fastupdate = off)")
+        await conn.execute(gin.format(sql.Identifier(f"{table}_l"), ident))
         if self.params.index != "hnsw":
             return False
         if dim > MAX_HNSW_DIM:
@@ -594,16 +606,27 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         candidates = candidate_count(top_k)
 
         async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
-            params = {**native.params, "q": _vector_text(as_query(vector, workspace_id, dim)), "tq": terms}
-            params["k"] = candidates
-            async with conn.transaction():
-                if self.params.index == "hnsw" and candidates > self.params.ef_search:
+            common = await self._common_terms.of(conn, table)
+            searched = [term for term in terms if term not in common]
+            spec = HybridQuery(
+                vector=_vector_text(as_query(vector, workspace_id, dim)),
+                ranked=any_of(terms),
+                searched=any_of(searched),
+                candidates=candidates,
+                top_k=top_k,
+                weight=lexical_weight,
+            )
+            statement = hybrid_statement(table, native.where, full_text=bool(searched))
+            params = {**native.params, **spec.params()}
+            if self.params.index == "hnsw" and candidates > self.params.ef_search:
+                async with conn.transaction():
                     ef = str(min(candidates, MAX_EF_SEARCH))
                     await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [ef])
-                rows = await (await conn.execute(hybrid_statement(table, native.where), params)).fetchall()
-            best = fused_order(rows, lexical_weight, top_k)
+                    rows = await (await conn.execute(statement, params)).fetchall()
+            else:  # (each pooled connection has ef_search set already)
+                rows = await (await conn.execute(statement, params)).fetchall()
             hits = [
-                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=score) for row, score in best
+                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(np.float32(row[3]))) for row in rows
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
@@ -648,7 +671,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         else:
             rows = await (await conn.execute(text, params)).fetchall()
         return [
-            SearchHit(node=self._node(workspace_id, row, with_vector=False), score=min(max(-float(row[3]), 0.0), 1.0))
+            SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(-float(row[3])))
             for row in rows
         ]
 
