@@ -21,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import psycopg
-from psycopg import AsyncConnection, sql
-from psycopg.rows import TupleRow
+from psycopg import sql
+
+from reme_service.stores.pg_conn import Conn
 
 logger = logging.getLogger(__name__)
 
-Conn = AsyncConnection[TupleRow]
 
 # the index of table t is named t_v; `state` is NULL (none), true (valid) or false (invalid: a build that died)
 _INDEX_STATE = (

@@ -20,12 +20,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import psycopg
-from psycopg import AsyncConnection, sql
-from psycopg.rows import TupleRow
+from psycopg import sql
+
+from reme_service.stores.pg_conn import Conn
 
 logger = logging.getLogger(__name__)
 
-Conn = AsyncConnection[TupleRow]
 
 COMMON_TERM_SHARE = 0.1  # BM25's idf of such a term is at most ln(10): under a quarter of a term in one row of 10k
 ANALYZE_MIN_ROWS = 2_000

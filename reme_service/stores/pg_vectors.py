@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from psycopg import AsyncConnection
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
-from psycopg.rows import TupleRow
 from psycopg.types import TypeInfo
 
-Conn = AsyncConnection[TupleRow]
+from reme_service.stores.pg_conn import Conn
 
 
 @dataclass(frozen=True, slots=True)

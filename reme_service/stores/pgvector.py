@@ -51,7 +51,6 @@ import orjson
 import psycopg
 from numpy.typing import NDArray
 from psycopg import AsyncConnection, sql
-from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from reme_service.errors import InvalidRequestError, StoreError
@@ -60,6 +59,7 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
+from reme_service.stores.pg_conn import Conn
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
@@ -73,7 +73,6 @@ from reme_service.stores.workspace_ids import validate_workspace_id
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Conn = AsyncConnection[TupleRow]
 MAX_EF_SEARCH = 1_000  # pgvector's limit of hnsw.ef_search
 MAX_HNSW_DIM = 2_000  # pgvector's limit for an HNSW index on `vector`
 
@@ -626,7 +625,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             else:  # (each pooled connection has ef_search set already)
                 rows = await (await conn.execute(statement, params)).fetchall()
             hits = [
-                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(np.float32(row[3]))) for row in rows
+                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(np.float32(row[3])))
+                for row in rows
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
