@@ -6,7 +6,6 @@ lets an in-flight write finish, flushes and exits 0."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 import threading
@@ -23,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.conditions import until
+from tests.conditions import until_sync
 from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import service_process
 from tests.service.conftest import ServeFn
@@ -67,10 +66,6 @@ def closed_by_server(sock: socket.socket) -> bool:
         return False
     except ConnectionError:
         return True
-
-
-def wait_until(condition: Any, limit: float) -> None:
-    asyncio.run(until(condition, limit=limit))
 
 
 def assert_envelope(body: bytes | dict[str, Any], code: str) -> dict[str, Any]:
@@ -142,7 +137,7 @@ def test_idle_and_half_sent_sockets_neither_starve_others_nor_stay_open(tmp_path
             health = httpx.get(f"{service.base_url}/health", timeout=5)
             assert health.status_code == 200 and health.json()["status"] == "healthy"
             assert not all(closed_by_server(sock) for sock in sockets), "answered only after the sockets were closed"
-            wait_until(lambda: all(closed_by_server(sock) for sock in sockets), limit=30)
+            until_sync(lambda: all(closed_by_server(sock) for sock in sockets), limit=30)
         finally:
             for sock in sockets:
                 sock.close()
@@ -153,11 +148,11 @@ def test_a_full_server_evicts_its_longest_idle_connection(tmp_path: Path) -> Non
         tmp_path, "embedding_model.default.backend=hash", "http.header_timeout=600", "http.max_connections=20"
     ) as service:
         oldest = connect(service.base_url)
-        wait_until(lambda: not closed_by_server(oldest), limit=5)
+        until_sync(lambda: not closed_by_server(oldest), limit=5)
         others = [connect(service.base_url) for _ in range(19)]
         try:
             assert httpx.get(f"{service.base_url}/health", timeout=5).status_code == 200
-            wait_until(lambda: closed_by_server(oldest), limit=10)
+            until_sync(lambda: closed_by_server(oldest), limit=10)
         finally:
             for sock in [oldest, *others]:
                 sock.close()
@@ -326,7 +321,7 @@ def test_sigterm_lets_the_in_flight_write_finish_flushes_and_exits_0(
                     return True
                 return False
 
-            wait_until(refuses_connections, limit=10)  # stopped accepting while the write is still held
+            until_sync(refuses_connections, limit=10)  # stopped accepting while the write is still held
             assert service.process.poll() is None, "exited before the in-flight write finished"
         finally:
             fake.gate.set()
