@@ -12,12 +12,19 @@ all held-out questions are the cross-validated ones. The in-sample best is print
 Techniques: `stem` (BM25 terms through `light_stem`), `neighbour` (a turn embedded and indexed with the turn before
 it in its session: "prev\\nturn"), `maxsim` (a turn's score is the best cosine of its own text, and of each of its
 sentences), `speaker`, `name`, `phrase`, `number`, `time` (rescore bonuses), `session` (group → item: turns of
-sessions with many strong candidates lifted). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every
-evidence session among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence
-session).
+sessions with many strong candidates lifted), `diverse` (a turn penalised per turn of its session already chosen),
+`combined` (the kept techniques tuned jointly), `two-stage` (over the combined choice: the session scored by the
+sum or the best of its candidates, its weight, the diversification of the top 5 and the pool size) and `pool`.
+The bonuses, session scores and diversification are the service's own functions (`rescore.cue_bonuses`,
+`group_scores`, `diversify`). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every evidence session
+among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence session).
+
+The folds' objective is hit@1 + hit@5 + recall@5; `--session-weight W` adds W × session recall@5 (the service's
+two-stage defaults are the choice at W = 3, pool 20: docs/retrieval_quality.md).
 
     .venv/bin/python cookbook/bench/locomo_cv.py                       # all techniques, MiniLM
     .venv/bin/python cookbook/bench/locomo_cv.py --only base stem speaker
+    .venv/bin/python cookbook/bench/locomo_cv.py --only two-stage --session-weight 3 --pools 20
 """
 
 from __future__ import annotations
@@ -169,6 +176,31 @@ def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
     return [int(pool[j]) for j in order[:5]]
 
 
+def session_ceiling(convs: list[Conversation], config: Config, k: int = 5) -> tuple[float, float, float]:
+    """What any pick of k turns from k distinct sessions could reach: the share of questions whose evidence sessions
+    are all among the k sessions ranked best by their best turn (fused score plus the cue bonuses, every turn of
+    the conversation, not only the pool) — overall, for questions of one evidence session, of several."""
+    one: list[float] = []
+    several: list[float] = []
+    texts = "context" if config.neighbour else "own"
+    for conv in convs:
+        sessions = [session_of(d) for d in conv.dia_ids]
+        for qi, (_, evidence, _) in enumerate(conv.questions):
+            cosine = conv.vectors[texts] @ conv.vectors["query"][qi]
+            scores = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight)
+            scores = scores.astype(np.float64)
+            for cue, value in config.boosts:
+                scores += value * conv.cues[cue][qi]
+            best: dict[str, float] = {}
+            for session, value in zip(sessions, scores.tolist(), strict=True):
+                best[session] = max(best.get(session, -1.0), value)
+            top = set(sorted(best, key=lambda s: -best[s])[:k])
+            wanted = {session_of(e) for e in evidence}
+            (one if len(wanted) == 1 else several).append(float(wanted <= top))
+    everything = one + several
+    return sum(everything) / len(everything), sum(one) / max(len(one), 1), sum(several) / max(len(several), 1)
+
+
 def score(conv: Conversation, qi: int, top: list[int]) -> Row:
     evidence = conv.questions[qi][1]
     ids = [conv.dia_ids[i] for i in top]
@@ -314,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         help="techniques the `combined` grid tunes jointly",
     )
     parser.add_argument("--categories", action="store_true", help="print the cross-validated figures per category")
+    parser.add_argument("--ceiling", action="store_true", help="print the session recall@5 reachable by diversifying")
     parser.add_argument("--pools", type=int, nargs="+", default=[20, 50], help="pool sizes the two-stage grid tries")
     parser.add_argument(
         "--session-weight",
@@ -341,6 +374,20 @@ def main(argv: list[str] | None = None) -> int:
         diverse=0.05 if "diverse" in args.combine else 0.0,
     )
     count = sum(len(c.questions) for c in convs)
+    if args.ceiling:
+        shipped = Config(
+            **{
+                **kept.__dict__,
+                "weight": 0.4,
+                "session": 0.0,
+                "boosts": tuple((c, CHOSEN.get(c, v)) for c, v in kept.boosts),
+            }
+        )
+        overall, one, several = session_ceiling(convs, shipped)
+        print(
+            f"session recall@5 ceiling (5 turns from the 5 sessions of best turns, {shipped.label()}): {overall:.3f} "
+            f"(one evidence session {one:.3f}, several {several:.3f})"
+        )
     print(f"\n{'technique':<10} {' '.join(f'{m:>8}' for m in METRICS)}   (leave-one-conversation-out)")
     for name, grid in grids(kept, tuple(args.pools)).items():
         if args.only and name not in args.only:
