@@ -2,7 +2,7 @@
 
 A search ranks by similarity (cosine, or cosine fused with BM25); some cues of a question are exact and cheap
 to check in a candidate's text, and a similarity score blurs them. `rescore` adds a bonus per matched cue to
-each candidate's score (scores are in [0, 1]; the default bonuses are a tenth to a third of that):
+each candidate's score (scores are in [0, 1]; the default bonuses are a fifth to a half of that):
 
 * `speaker_boost` — the candidate is a line said by someone the query names: its text starts with
   `"<Name>: "` (the form conversational memories are written in) and `Name` is a capitalised word of the query;
