@@ -12,12 +12,19 @@ all held-out questions are the cross-validated ones. The in-sample best is print
 Techniques: `stem` (BM25 terms through `light_stem`), `neighbour` (a turn embedded and indexed with the turn before
 it in its session: "prev\\nturn"), `maxsim` (a turn's score is the best cosine of its own text, and of each of its
 sentences), `speaker`, `name`, `phrase`, `number`, `time` (rescore bonuses), `session` (group → item: turns of
-sessions with many strong candidates lifted). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every
-evidence session among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence
-session).
+sessions with many strong candidates lifted), `diverse` (a turn penalised per turn of its session already chosen),
+`combined` (the kept techniques tuned jointly), `two-stage` (over the combined choice: the session scored by the
+sum or the best of its candidates, its weight, the diversification of the top 5 and the pool size) and `pool`.
+The bonuses, session scores and diversification are the service's own functions (`rescore.cue_bonuses`,
+`group_scores`, `diversify`). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every evidence session
+among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence session).
+
+The folds' objective is hit@1 + hit@5 + recall@5; `--session-weight W` adds W × session recall@5 (the service's
+two-stage defaults are the choice at W = 3, pool 20: docs/retrieval_quality.md).
 
     .venv/bin/python cookbook/bench/locomo_cv.py                       # all techniques, MiniLM
     .venv/bin/python cookbook/bench/locomo_cv.py --only base stem speaker
+    .venv/bin/python cookbook/bench/locomo_cv.py --only two-stage --session-weight 3 --pools 20
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, turn
 from numpy.typing import NDArray
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus
+from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonuses, diversify, group_scores
 from reme_service.stores.lexical import LexicalIndex, fuse
 
 POOL = 50  # candidates rescored (RecallVectorStoreOp fetches max(2 * top_k, rescore_pool))
@@ -115,7 +122,7 @@ def prepare(convs: list[Conversation], vectors: dict[str, NDArray[np.float32]]) 
         queries = [QueryCues(q) for q, _, _ in conv.questions]
         for cue in CUES:
             unit = Rescoring(**{f"{cue}_boost": 1.0})
-            conv.cues[cue] = np.array([[cue_bonus(c, t, unit) for t in conv.own] for c in queries], np.float32)
+            conv.cues[cue] = np.array([cue_bonuses(c, conv.own, unit) for c in queries], np.float32)
         # maxsim: the best cosine of a turn's own text and its sentences, per question
         q = conv.vectors["query"]
         best = q @ conv.vectors["own"].T
@@ -134,13 +141,19 @@ class Config:
     maxsim: bool = False
     boosts: tuple[tuple[str, float], ...] = ()  # (cue, bonus)
     session: float = 0.0  # group weight
+    group_mode: str = "sum"  # a session's score from its candidates: "sum" or "max" (`rescore.group_scores`)
     diverse: float = 0.0  # penalty of a turn whose session is already among the chosen ones
+    diverse_free: int = 0  # turns of a session chosen before its next one is penalised
+    pool: int = POOL  # candidates rescored
 
     def label(self) -> str:
         parts = [f"w={self.weight:g}"] + [name for name in ("stem", "neighbour", "maxsim") if getattr(self, name)]
         parts += [f"{cue}={value:g}" for cue, value in self.boosts if value]
         parts += [f"session={self.session:g}"] if self.session else []
-        return " ".join(parts + ([f"diverse={self.diverse:g}"] if self.diverse else []))
+        parts += [f"group={self.group_mode}"] if self.session and self.group_mode != "sum" else []
+        parts += [f"diverse={self.diverse:g}/{self.diverse_free}"] if self.diverse else []
+        parts += [f"pool={self.pool}"] if self.pool != POOL else []
+        return " ".join(parts)
 
 
 def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
@@ -148,35 +161,44 @@ def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
     texts = "context" if config.neighbour else "own"
     cosine = conv.vectors["maxsim"][qi] if config.maxsim else conv.vectors[texts] @ conv.vectors["query"][qi]
     fused = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight)
-    pool = np.argpartition(-fused, min(POOL, len(fused) - 1))[:POOL]
+    pool = np.argpartition(-fused, min(config.pool, len(fused) - 1))[: config.pool]
     scores = fused[pool].astype(np.float64)
     base = scores.copy()
     for cue, value in config.boosts:
         scores += value * conv.cues[cue][qi][pool]
+    sessions = [session_of(conv.dia_ids[i]) for i in pool]
     if config.session:
-        sessions = [session_of(conv.dia_ids[i]) for i in pool]
-        sums: dict[str, float] = {}
-        for s, score in zip(sessions, base, strict=True):
-            sums[s] = sums.get(s, 0.0) + max(score, 0.0)
-        top = max(sums.values())
-        scores += config.session * np.array([sums[s] / top for s in sessions])
+        scores += config.session * group_scores(sessions, base, config.group_mode)
     order = sorted(range(len(pool)), key=lambda j: (-scores[j], int(pool[j])))
     if config.diverse:
-        order = diversify(order, [session_of(conv.dia_ids[i]) for i in pool], scores, config.diverse, 5)
+        weights = Rescoring(diversity=config.diverse, diversity_free=config.diverse_free)
+        order = diversify(order, sessions, scores, 5, weights)
     return [int(pool[j]) for j in order[:5]]
 
 
-def diversify(order: list[int], groups: list[str], scores: NDArray[np.float64], penalty: float, k: int) -> list[int]:
-    """Greedy: the next item is the best after `penalty` per item of its group already chosen."""
-    chosen: list[int] = []
-    counts: dict[str, int] = {}
-    rest = list(order)
-    while rest and len(chosen) < k:
-        best = max(rest, key=lambda j: (scores[j] - penalty * counts.get(groups[j], 0), -rest.index(j)))
-        rest.remove(best)
-        chosen.append(best)
-        counts[groups[best]] = counts.get(groups[best], 0) + 1
-    return chosen + rest
+def session_ceiling(convs: list[Conversation], config: Config, k: int = 5) -> tuple[float, float, float]:
+    """What any pick of k turns from k distinct sessions could reach: the share of questions whose evidence sessions
+    are all among the k sessions ranked best by their best turn (fused score plus the cue bonuses, every turn of
+    the conversation, not only the pool) — overall, for questions of one evidence session, of several."""
+    one: list[float] = []
+    several: list[float] = []
+    texts = "context" if config.neighbour else "own"
+    for conv in convs:
+        sessions = [session_of(d) for d in conv.dia_ids]
+        for qi, (_, evidence, _) in enumerate(conv.questions):
+            cosine = conv.vectors[texts] @ conv.vectors["query"][qi]
+            scores = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight)
+            scores = scores.astype(np.float64)
+            for cue, value in config.boosts:
+                scores += value * conv.cues[cue][qi]
+            best: dict[str, float] = {}
+            for session, value in zip(sessions, scores.tolist(), strict=True):
+                best[session] = max(best.get(session, -1.0), value)
+            top = set(sorted(best, key=lambda s: -best[s])[:k])
+            wanted = {session_of(e) for e in evidence}
+            (one if len(wanted) == 1 else several).append(float(wanted <= top))
+    everything = one + several
+    return sum(everything) / len(everything), sum(one) / max(len(one), 1), sum(several) / max(len(several), 1)
 
 
 def score(conv: Conversation, qi: int, top: list[int]) -> Row:
@@ -198,8 +220,9 @@ def mean(rows: list[Row]) -> Row:
     return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 5  # type: ignore[return-value]
 
 
-def objective(rows: list[Row]) -> float:
-    return sum(r[0] + r[1] + r[2] for r in rows)
+def objective(rows: list[Row], session_weight: float = 0.0) -> float:
+    """hit@1 + hit@5 + recall@5 (+ `session_weight` × session recall@5), summed over the questions."""
+    return sum(r[0] + r[1] + r[2] + session_weight * r[3] for r in rows)
 
 
 @dataclass
@@ -211,7 +234,7 @@ class Result:
     best_in_sample: tuple[str, Row]
 
 
-def cross_validate(name: str, convs: list[Conversation], grid: Iterable[Config]) -> Result:
+def cross_validate(name: str, convs: list[Conversation], grid: Iterable[Config], session_weight: float = 0.0) -> Result:
     configs = list(dict.fromkeys(grid))
     rows = {c: {conv.sample_id: [score(conv, i, rank(conv, i, c)) for i in range(len(conv.questions))]
                 for conv in convs} for c in configs}  # fmt: skip
@@ -220,21 +243,22 @@ def cross_validate(name: str, convs: list[Conversation], grid: Iterable[Config])
     chosen: dict[str, str] = {}
     for conv in convs:
         others = [o.sample_id for o in convs if o is not conv]
-        best = max(configs, key=lambda c: objective([r for o in others for r in rows[c][o]]))
+        best = max(configs, key=lambda c: objective([r for o in others for r in rows[c][o]], session_weight))
         chosen[conv.sample_id] = best.label()
         cross += rows[best][conv.sample_id]
         for (_, _, category), row in zip(conv.questions, rows[best][conv.sample_id], strict=True):
             by_category.setdefault(category, []).append(row)
-    in_sample = max(configs, key=lambda c: objective([r for v in rows[c].values() for r in v]))
+    in_sample = max(configs, key=lambda c: objective([r for v in rows[c].values() for r in v], session_weight))
     pooled = mean([r for v in rows[in_sample].values() for r in v])
     return Result(name, cross, by_category, chosen, (in_sample.label(), pooled))
 
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 BOOSTS = (0.0, 0.02, 0.05, 0.1, 0.2)
+CHOSEN = {"speaker": 0.3, "time": 0.2}  # the combined grid's choice in every fold (the service's defaults)
 
 
-def grids(kept: Config) -> dict[str, Callable[[], Iterable[Config]]]:
+def grids(kept: Config, pools: tuple[int, ...] = (20, 50)) -> dict[str, Callable[[], Iterable[Config]]]:
     """Technique -> its grid, each alone over the base (w tuned with it), and `combined` around `kept`."""
     base = Config()
 
@@ -253,7 +277,30 @@ def grids(kept: Config) -> dict[str, Callable[[], Iterable[Config]]]:
         "session": lambda: (c for s in BOOSTS for c in with_weights(session=s)),
         "diverse": lambda: (c for s in BOOSTS for c in with_weights(diverse=s)),
         "combined": lambda: combined(kept),
+        "two-stage": lambda: two_stage(kept, pools),
+        "pool": lambda: pools(kept),
     }
+
+
+def pools(kept: Config) -> Iterable[Config]:
+    """The rescored pool's size (the store exports that many hits per query) at the service's weights."""
+    boosts = tuple((cue, CHOSEN.get(cue, value)) for cue, value in kept.boosts)
+    for pool, session in itertools.product((10, 15, 20, 30, 50), (0.1, 0.3)):
+        yield Config(**{**kept.__dict__, "weight": 0.4, "boosts": boosts, "session": session, "pool": pool})
+
+
+def two_stage(kept: Config, pools: tuple[int, ...] = (20, 50)) -> Iterable[Config]:
+    """Session → turn variants over the kept techniques at their chosen cue weights: the session score's form (the
+    sum or the max of its candidates' scores, `rescore.group_scores`), its weight, the diversification of the top 5
+    (`rescore.diversify`: the penalty of a turn per turn of its session already chosen beyond `free`) and the pool
+    rescored (the hits the store exports)."""
+    diversity = [(0.0, 0), (0.02, 0), (0.05, 0), (0.1, 0), (0.2, 0), (0.3, 0), (0.1, 1), (0.3, 1)]
+    boosts = tuple((cue, CHOSEN.get(cue, value)) for cue, value in kept.boosts)
+    for weight, mode, session, (diverse, free), pool in itertools.product(
+        (0.4, 0.5), ("sum", "max"), (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0), diversity, pools
+    ):
+        yield Config(**{**kept.__dict__, "weight": weight, "boosts": boosts, "group_mode": mode, "pool": pool,
+                        "session": session, "diverse": diverse, "diverse_free": free})  # fmt: skip
 
 
 def combined(kept: Config) -> Iterable[Config]:
@@ -299,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         help="techniques the `combined` grid tunes jointly",
     )
     parser.add_argument("--categories", action="store_true", help="print the cross-validated figures per category")
+    parser.add_argument("--ceiling", action="store_true", help="print the session recall@5 reachable by diversifying")
+    parser.add_argument("--pools", type=int, nargs="+", default=[20, 50], help="pool sizes the two-stage grid tries")
+    parser.add_argument(
+        "--session-weight",
+        type=float,
+        default=0.0,
+        help="weight of session recall@5 in the folds' objective (default 0: hit@1 + hit@5 + recall@5)",
+    )
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
@@ -319,11 +374,25 @@ def main(argv: list[str] | None = None) -> int:
         diverse=0.05 if "diverse" in args.combine else 0.0,
     )
     count = sum(len(c.questions) for c in convs)
+    if args.ceiling:
+        shipped = Config(
+            **{
+                **kept.__dict__,
+                "weight": 0.4,
+                "session": 0.0,
+                "boosts": tuple((c, CHOSEN.get(c, v)) for c, v in kept.boosts),
+            }
+        )
+        overall, one, several = session_ceiling(convs, shipped)
+        print(
+            f"session recall@5 ceiling (5 turns from the 5 sessions of best turns, {shipped.label()}): {overall:.3f} "
+            f"(one evidence session {one:.3f}, several {several:.3f})"
+        )
     print(f"\n{'technique':<10} {' '.join(f'{m:>8}' for m in METRICS)}   (leave-one-conversation-out)")
-    for name, grid in grids(kept).items():
+    for name, grid in grids(kept, tuple(args.pools)).items():
         if args.only and name not in args.only:
             continue
-        result = cross_validate(name, convs, grid())
+        result = cross_validate(name, convs, grid(), args.session_weight)
         print_result(result, count)
         if args.categories:
             for category, rows in sorted(result.cross_by_category.items()):

@@ -43,26 +43,27 @@ from reme_service.schema.vector_node import VectorNode
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 PLAIN_FLOW = "retrieve_personal_memory_without_time"
-HYBRID_FLOW = "retrieve_personal_memory_hybrid"
+COSINE_FLOW = "retrieve_personal_memory_cosine"
 LABELS = {
-    "retrieve_personal_memory": "with time fusion",
+    "retrieve_personal_memory": "time fusion, cosine + BM25",
     PLAIN_FLOW: "without time fusion",
-    HYBRID_FLOW: "time fusion, cosine + BM25",
+    COSINE_FLOW: "time fusion, cosine only",
 }
 
 
 def overlay_with_plain_flow(directory: Path) -> Path:
     """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, and whose
-    RetrieveMemoryOp fuses cosine with BM25 (`hybrid=True`, off by default: docs/retrieval_quality.md)."""
+    RetrieveMemoryOp ranks by cosine alone (`hybrid=False`: the default before it fused BM25 in,
+    docs/retrieval_quality.md)."""
     flows = yaml.safe_load((FLOWS_DIR / "personal.yaml").read_text(encoding="utf-8"))["flow"]
     plain = dict(flows["retrieve_personal_memory"])
     plain["flow_content"] = plain["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(enable_time_fusion=False)")
     assert "enable_time_fusion=False" in plain["flow_content"]
-    hybrid = dict(flows["retrieve_personal_memory"])
-    hybrid["flow_content"] = hybrid["flow_content"].replace("RetrieveMemoryOp()", "RetrieveMemoryOp(hybrid=True)")
-    assert "hybrid=True" in hybrid["flow_content"]
+    cosine = dict(flows["retrieve_personal_memory"])
+    cosine["flow_content"] = cosine["flow_content"].replace("RetrieveMemoryOp()", "RetrieveMemoryOp(hybrid=False)")
+    assert "hybrid=False" in cosine["flow_content"]
     path = directory / "plain.yaml"
-    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain, HYBRID_FLOW: hybrid}}), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain, COSINE_FLOW: cosine}}), encoding="utf-8")
     return path
 
 

@@ -17,7 +17,9 @@ Semantics every backend must honour (tests/contract/ checks them):
   See `stores/filters.py`.
 * **Hybrid search** (`search_hybrid`) ranks by the cosine similarity fused with a lexical (BM25) score of the
   query against the nodes' `content`, `(1 - w) * cos + w * bm25 / max(bm25)`, scores in [0, 1]; filters and
-  `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here).
+  `top_k` as in `search`. Backends without a lexical index fall back to `search` (the default here). A caller
+  that has embedded the query already passes its `vector` (with the store's embedder): the store then makes no
+  embedding call, so one embedding serves a vector search and a hybrid one.
 * **Exact search on request**: the search methods take `exact`; a backend that answers big workspaces from an
   approximate index (the in-process stores past `ann.min_rows`, pgvector's HNSW) ranks every row when it is set.
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
@@ -199,9 +201,13 @@ class VectorStore(ABC):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
+        vector: Sequence[float] | None = None,
     ) -> list[SearchHit]:
-        """Vector similarity fused with a lexical score (see the module docstring); here: plain `search`."""
-        return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
+        """Vector similarity fused with a lexical score (see the module docstring); here: plain `search` (by
+        `vector` when given: the query embedded already)."""
+        if vector is None:
+            return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
+        return await self.search_vector(workspace_id, vector, top_k=top_k, filter=filter, exact=exact)
 
     async def copy_workspace(self, src: str, dest: str) -> int:
         """Upsert copies of every node of `src` into `dest` (vectors reused); returns the count. Both must be in the

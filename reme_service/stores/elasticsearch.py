@@ -487,18 +487,54 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     ) -> list[SearchHit]:
         """Vector search on the embedded query; with `hybrid`, fused with a BM25 match on the content (reciprocal
         rank fusion; the score is the fused score scaled so that first in both rankings is 1.0)."""
+        return await self._search_text(workspace_id, query, None, top_k=top_k, filter=filter, exact=exact)
+
+    async def search_hybrid(
+        self,
+        workspace_id: str,
+        query: str,
+        *,
+        top_k: int,
+        filter: Filter | None = None,
+        lexical_weight: float = 0.3,
+        exact: bool = False,
+        vector: Sequence[float] | None = None,
+    ) -> list[SearchHit]:
+        """`search` (its fusion is reciprocal rank fusion, so `lexical_weight` is not used), on `vector` when given
+        (the query embedded already)."""
+        return await self._search_text(workspace_id, query, vector, top_k=top_k, filter=filter, exact=exact)
+
+    async def _search_text(
+        self,
+        workspace_id: str,
+        query: str,
+        embedded: Sequence[float] | None,
+        *,
+        top_k: int,
+        filter: Filter | None,
+        exact: bool,
+    ) -> list[SearchHit]:
+        async def by_vector(exact: bool) -> list[SearchHit]:
+            if embedded is None:
+                return await super(ElasticsearchVectorStore, self).search(
+                    workspace_id, query, top_k=top_k, filter=filter, exact=exact
+                )
+            return await self.search_vector(workspace_id, embedded, top_k=top_k, filter=filter, exact=exact)
+
         if not self.hybrid or exact:  # exact: every matching node ranked by cosine (no BM25 fusion)
-            return await super().search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
+            return await by_vector(exact)
         validate_workspace_id(workspace_id)
         plan, flt = self._plan(filter, workspace_id)
         if top_k <= 0 or plan.impossible or flt.impossible or not flt.exact:
             if top_k > 0 and not plan.impossible and not flt.impossible:
-                return await super().search(workspace_id, query, top_k=top_k, filter=filter)
+                return await by_vector(False)
             return []
         dims = await self._dims_of(workspace_id)
         if dims is None:
             return []
-        vector = as_query((await self.embedder.embed([query]))[0], workspace_id, dims)
+        if embedded is None:
+            embedded = (await self.embedder.embed([query]))[0]
+        vector = as_query(embedded, workspace_id, dims)
         window = min(MAX_KNN, max(top_k, self.params.rrf_window))
         num_candidates = min(MAX_KNN, max(self.params.num_candidates, 2 * window))
         knn = knn_body(vector.tolist(), window, flt, num_candidates=num_candidates, source=SOURCE_WITHOUT_VECTORS)

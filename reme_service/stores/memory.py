@@ -794,6 +794,7 @@ class MemoryVectorStore(VectorStore):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
+        vector: Sequence[float] | None = None,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
@@ -801,14 +802,17 @@ class MemoryVectorStore(VectorStore):
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
         check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
-        vector = (await self.embedder.embed([query]))[0]
-        state = await self._get(workspace_id)  # the workspace may have been replaced while embedding
-        if state is None or state.dim is None or state.size == 0:
-            return []
-        check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
+        dim = state.dim
+        if vector is None:
+            vector = (await self.embedder.embed([query]))[0]
+            state = await self._get(workspace_id)  # the workspace may have been replaced while embedding
+            if state is None or state.dim is None or state.size == 0:
+                return []
+            check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
+            dim = state.dim
         work = partial(
             state.hybrid_search,
-            as_query(vector, workspace_id, state.dim),
+            as_query(vector, workspace_id, dim),
             query,
             top_k,
             predicate,

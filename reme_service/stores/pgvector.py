@@ -591,17 +591,22 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
+        vector: Sequence[float] | None = None,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
-        (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector."""
+        (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector
+        (`vector`, when given, is the query embedded already)."""
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         terms = query_terms(query)
         if top_k <= 0 or not terms or not native.exact or lexical_weight <= 0:
+            if vector is not None:
+                return await self.search_vector(workspace_id, vector, top_k=top_k, filter=filter, exact=exact)
             return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
         if plan.impossible or native.impossible or not await self.exists_workspace(workspace_id):
             return []
-        vector = (await self.embedder.embed([query]))[0]
+        if vector is None:
+            vector = (await self.embedder.embed([query]))[0]
         candidates = candidate_count(top_k)
 
         async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from reme_service.errors import DimensionMismatchError, EmbeddingError, InvalidRequestError
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.providers.embedding.hash import HashEmbeddingClient
-from reme_service.schema.vector_node import VectorNode
+from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import VectorStore
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 
@@ -91,6 +91,10 @@ def corpus_nodes() -> list[VectorNode]:
 
 def ids(nodes: Sequence[VectorNode]) -> list[str]:
     return [node.unique_id for node in nodes]
+
+
+def hit_ids(hits: Sequence[SearchHit]) -> list[str]:
+    return [hit.node.unique_id for hit in hits]
 
 
 class StoreContract:
@@ -256,6 +260,26 @@ class StoreContract:
         opposite = await store.search_vector(WS, -unit_vector(100), top_k=46)
         assert opposite[-1].node.unique_id == "r0" and opposite[-1].score == 0.0
         assert await store.search_vector(WS, unit_vector(7), top_k=0) == []
+
+    async def test_hybrid_search_on_a_query_vector_given_embeds_nothing(
+        self, store: VectorStore, embedder: CountingEmbedder
+    ) -> None:
+        await store.upsert(WS, corpus_nodes())
+        query = "retry failed requests with backoff"
+        embedded, cat = await HashEmbeddingClient(dimensions=DIM).embed([query, CORPUS[4][1]])
+        calls = embedder.calls
+        given = await store.search_hybrid(WS, query, top_k=3, vector=embedded)
+        assert embedder.calls == calls  # the vector given is the query's: no embedding call
+        own = await store.search_hybrid(WS, query, top_k=3)
+        assert embedder.calls == calls + 1
+        assert hit_ids(given) == hit_ids(own) and hit_ids(given)[0] == "retry"
+        assert [h.score for h in given] == pytest.approx([h.score for h in own], abs=1e-5)
+        # the vector is what is searched with: words that match nothing, the vector of another memory's text
+        assert hit_ids(await store.search_hybrid(WS, "zzqx wvuy", top_k=1, vector=cat)) == ["cat"]
+        filtered = await store.search_hybrid(WS, query, top_k=3, vector=cat, filter={"metadata.memory_type": "task"})
+        assert filtered and {hit.node.metadata["memory_type"] for hit in filtered} == {"task"}
+        assert await store.search_hybrid("nowhere", query, top_k=2, vector=embedded) == []
+        assert embedder.calls == calls + 1
 
     async def test_filters(self, store: VectorStore) -> None:
         await store.upsert(WS, corpus_nodes())

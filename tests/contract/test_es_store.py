@@ -126,7 +126,8 @@ async def test_small_pages_read_one_snapshot(es_url: str) -> None:
 
 
 async def test_hybrid_search_fuses_bm25_and_knn(es_url: str) -> None:
-    store = make_store(CountingEmbedder(), es_url, hybrid=True)
+    embedder = CountingEmbedder()
+    store = make_store(embedder, es_url, hybrid=True)
     try:
         await store.upsert(WS, corpus_nodes())
         hits = await store.search(WS, CORPUS[1][1], top_k=3)
@@ -137,6 +138,13 @@ async def test_hybrid_search_fuses_bm25_and_knn(es_url: str) -> None:
         hits = await store.search(WS, "Miso", top_k=2, filter={"metadata.memory_type": "personal"})
         assert hits[0].node.unique_id == "cat" and {h.node.unique_id for h in hits} <= {"cat", "coffee"}
         assert await store.search("nowhere", "Miso", top_k=2) == []
+        # search_hybrid on the query vector given fuses the same way, without embedding the query
+        (vector,) = await CountingEmbedder().embed(["Miso"])
+        calls = embedder.calls
+        personal = {"metadata.memory_type": "personal"}
+        given = await store.search_hybrid(WS, "Miso", top_k=2, filter=personal, vector=vector)
+        assert [h.node.unique_id for h in given] == [h.node.unique_id for h in hits]
+        assert embedder.calls == calls
     finally:
         await _drop_all(store)
         await store.close()

@@ -6,10 +6,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus, rescore
+from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus, diversify, rescore, speaker_of
 from reme_service.stores.lexical import LexicalIndex, light_stem, tokenize
 
 pytestmark = pytest.mark.anyio
@@ -61,14 +62,38 @@ def test_each_cue_earns_its_bonus_only_when_matched() -> None:
     assert cue_bonus(QueryCues("What did Caroline say?"), "we moved last week", Rescoring(time_boost=1)) == 0
 
 
+def test_the_speaker_is_read_off_the_line_prefix() -> None:
+    assert speaker_of("Caroline: I went there") == "Caroline"
+    assert speaker_of("  Jon Smith : hi") == "Jon Smith"
+    assert speaker_of("Caroline:hi") is None and speaker_of("Caroline:") is None  # a space must follow
+    assert speaker_of("a\nb: c") is None and speaker_of(": x") is None
+    assert speaker_of("x" * 40 + ": y") == "x" * 40 and speaker_of("x" * 41 + ": y") is None
+    assert speaker_of("Note: a: b") == "Note"
+
+
 def test_rescore_adds_group_scores_and_is_the_identity_when_off() -> None:
     texts = ["a", "b", "c", "d"]
     scores = [0.5, 0.4, 0.3, 0.3]
-    assert rescore("q", texts, scores, Rescoring()) == scores
+    assert rescore("q", texts, scores, Rescoring()).tolist() == scores
     groups = ["s1", "s2", "s2", None]
     out = rescore("q", texts, scores, Rescoring(group_weight=0.2), groups)
     # s2 sums 0.7 (the best group), s1 0.5: d, in no group, gets nothing
-    assert out == pytest.approx([0.5 + 0.2 * 0.5 / 0.7, 0.4 + 0.2, 0.3 + 0.2, 0.3])
+    assert out.tolist() == pytest.approx([0.5 + 0.2 * 0.5 / 0.7, 0.4 + 0.2, 0.3 + 0.2, 0.3])
+    # by its best candidate, s1 (0.5) is the best group and s2 (0.4) scores 0.8 of it
+    out = rescore("q", texts, scores, Rescoring(group_weight=0.2, group_mode="max"), groups)
+    assert out.tolist() == pytest.approx([0.5 + 0.2, 0.4 + 0.2 * 0.8, 0.3 + 0.2 * 0.8, 0.3])
+
+
+def test_diversify_puts_an_uncovered_group_before_a_further_item_of_a_covered_one() -> None:
+    scores = np.array([0.9, 0.85, 0.8, 0.7, 0.6])
+    groups = ["s1", "s1", "s1", "s2", None]
+    order = [0, 1, 2, 3, 4]
+    assert diversify(order, groups, scores, 3, Rescoring()) == [0, 1, 2]  # off: the order itself
+    # 0.1 per item of the group already picked: s1's second (0.75) still beats s2 (0.7), its third (0.6) does not
+    assert diversify(order, groups, scores, 4, Rescoring(diversity=0.1)) == [0, 1, 3, 2]
+    # items in no group are never penalised; with one free item per group the second s1 item goes unpenalised
+    assert diversify(order, groups, scores, 5, Rescoring(diversity=1.0)) == [0, 3, 4, 1, 2]
+    assert diversify(order, groups, scores, 3, Rescoring(diversity=0.3, diversity_free=1)) == [0, 1, 3]
 
 
 @pytest.fixture
@@ -76,10 +101,13 @@ async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
     overlay = tmp_path / "plain.yaml"
     overlay.write_text(
         "flow:\n  retrieve_unscored:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
-        "time_boost=0, group_weight=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "time_boost=0, group_weight=0, diversity=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
         "  retrieve_grouped:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
-        "time_boost=0, group_weight=1.0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "time_boost=0, group_weight=1.0, group_mode='sum', diversity=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        "  retrieve_diverse:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
+        "time_boost=0, group_weight=0, diversity=1.0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
     )
     async with ReMeApp(
@@ -152,3 +180,28 @@ async def test_the_recall_op_groups_candidates_by_their_session(app: ReMeApp) ->
     # D1's three candidates together outscore D2's one: the session stage lifts them above it
     grouped = await first(app, "retrieve_grouped", query)
     assert grouped == ["Ann: apple pie with cinnamon", "Ann: apple pie recipe"]
+
+
+async def test_the_recall_op_diversifies_the_returned_sessions(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Ann", "apple pie recipe with cinnamon", "D1"),
+            turn("Ann", "apple pie recipe with cinnamon and sugar", "D1"),
+            # the first one's content again (case and spacing aside), found by a weaker text: dropped as a repeat
+            {
+                "when_to_use": "apple pie",
+                "content": "Ann:  apple pie RECIPE with cinnamon",
+                "metadata": {"session": "D3"},
+            },
+            turn("Ann", "an apple pie", "D2"),
+            *[{"when_to_use": f"filler line number {i}", "content": f"filler {i}"} for i in range(20)],
+        ],
+    )
+    query = "apple pie recipe with cinnamon"
+    assert await first(app, "retrieve_unscored", query) == [
+        "Ann: apple pie recipe with cinnamon",
+        "Ann: apple pie recipe with cinnamon and sugar",
+    ]
+    # a second D1 turn is penalised by a whole score: D2's weaker turn comes second
+    assert await first(app, "retrieve_diverse", query) == ["Ann: apple pie recipe with cinnamon", "Ann: an apple pie"]

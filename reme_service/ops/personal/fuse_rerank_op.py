@@ -12,8 +12,9 @@ the question):
   refers to (`event_start`..`event_end`) overlaps it ("event" match) or the memory was said within it
   ("message" match), else 1. So that time-matching memories beyond the semantic candidates are considered, a
   wider search (`time_recall_top_k` most similar memories of the user) adds those among them that match — ranked
-  as RetrieveMemoryOp ranked: by the query vector it left, or else (its hybrid search) by `search_hybrid`, so
-  every candidate's relevance is on one scale;
+  as RetrieveMemoryOp ranked — on the query vector it left, fused with BM25 at its weight when it searched hybrid
+  (`QUERY_LEXICAL_WEIGHT`), so every candidate's relevance is on one scale and the query is embedded once; without
+  a RetrieveMemoryOp before it, by this op's own `hybrid` and `lexical_weight`;
 * when the query asks *when* something happened ("When did ...", "什么时候") and names no period, memories that
   record an event time get `fuse_time_question_ratio`.
 
@@ -96,7 +97,15 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
     inputs = (fields.TOP_K,)
     may_input = (common_fields.EXACT,)
     reads = (common_keys.QUERY,)
-    may_read = (common_keys.MEMORY_LIST, keys.TIME_SPAN, keys.TARGET, keys.QUERY_VECTOR, keys.VALIDITY, keys.QUERY_TIME)
+    may_read = (
+        common_keys.MEMORY_LIST,
+        keys.TIME_SPAN,
+        keys.TARGET,
+        keys.QUERY_VECTOR,
+        keys.QUERY_LEXICAL_WEIGHT,
+        keys.VALIDITY,
+        keys.QUERY_TIME,
+    )
     writes = (common_keys.MEMORY_LIST,)
 
     async def run(self, ctx: ServiceContext) -> None:
@@ -146,16 +155,19 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         exact = ctx.input(common_fields.EXACT)
         vector = ctx.get(keys.QUERY_VECTOR, None)
         query = ctx[common_keys.QUERY]
-        if vector is None and self.params.hybrid:
-            weight = self.params.lexical_weight
+        if vector is None:  # no RetrieveMemoryOp before: this op's own settings
+            weight = self.params.lexical_weight if self.params.hybrid else None
+        else:  # the vector RetrieveMemoryOp embedded (no second embedding call), ranked as it ranked
+            weight = ctx.get(keys.QUERY_LEXICAL_WEIGHT, None)
+        # an array is what the stores take at run time; their signature says `Sequence[float]`
+        as_sequence = None if vector is None else cast(Sequence[float], vector)
+        if weight is not None:
             hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight, exact=exact
+                ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight, exact=exact, vector=as_sequence
             )
-        elif vector is None:
+        elif as_sequence is None:
             hits = await store.search(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
-        else:  # the vector RetrieveMemoryOp embedded: no second embedding call
-            # an array is what the stores take at run time; their signature says `Sequence[float]`
-            as_sequence = cast(Sequence[float], vector)
+        else:
             hits = await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=flt, exact=exact)
         found: list[BaseMemory] = []
         for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):

@@ -31,5 +31,7 @@ QUERY_TIME: Key[datetime] = Key("personal.query_time")
 TARGET: Key[str | None] = Key("personal.target")
 TIME_SPAN: Key[TimeSpan | None] = Key("personal.time_span")
 QUERY_VECTOR: Key[NDArray[np.float32] | None] = Key("personal.query_vector")
+#: the BM25 share RetrieveMemoryOp fused with the cosine (`search_hybrid`); None: it ranked by cosine alone
+QUERY_LEXICAL_WEIGHT: Key[float | None] = Key("personal.query_lexical_weight")
 #: which facts retrieval keeps (`as_of`, or valid now); None with `include_invalid`
 VALIDITY: Key[Validity | None] = Key("personal.validity")

@@ -2,7 +2,7 @@
 
 A search ranks by similarity (cosine, or cosine fused with BM25); some cues of a question are exact and cheap
 to check in a candidate's text, and a similarity score blurs them. `rescore` adds a bonus per matched cue to
-each candidate's score (scores are in [0, 1]; the default bonuses are a tenth to a third of that):
+each candidate's score (scores are in [0, 1]; the default bonuses are a fifth to a half of that):
 
 * `speaker_boost` — the candidate is a line said by someone the query names: its text starts with
   `"<Name>: "` (the form conversational memories are written in) and `Name` is a capitalised word of the query;
@@ -12,21 +12,34 @@ each candidate's score (scores are in [0, 1]; the default bonuses are a tenth to
 * `number_boost` — a number of the query (`\\d+`, e.g. a year) found as a number in the candidate;
 * `time_boost` — the query asks *when* (`time_expressions.asks_about_time`) and the candidate mentions time
   (`has_time_word`: "yesterday", "last week", a month, a date);
-* `group_weight` — two-stage group → item search: candidates that share a group (`group_of`, e.g. the session a
-  turn belongs to) are scored as a group first (the sum of the group's candidate scores, over the best group's
-  sum), and each candidate gets `group_weight` × its group's score.
+* `group_weight` — two-stage group → item search: candidates that share a group (in the op `metadata[group_key]`,
+  e.g. the session a turn belongs to) are scored as a group first, and each candidate gets `group_weight` × its
+  group's score over the best group's. `group_mode` says how a group is scored from its candidates' search
+  scores: `sum` (many strong candidates make a strong group) or `max` (its best candidate).
+
+`diversify` then picks the returned items in that order, but with `diversity` taken off a candidate's score per
+candidate of its group already picked beyond the first `diversity_free`: a turn of a not yet covered session
+can come before a further turn of a session already represented.
 
 Every bonus is off at 0. Which are on by default, and at what weights, was chosen by leave-one-conversation-out
 cross-validation on LoCoMo dev (`cookbook/bench/locomo_cv.py`, docs/retrieval_quality.md).
+
+Cost: the query's cues are read once per query; a candidate's own cues (its speaker, by `str.find`, and whether it
+mentions time) once per distinct text (`text_cues`, a bounded LRU cache), so a candidate seen before costs a dict
+lookup; the scores are numpy arrays.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import deque
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
 
 from reme_service.ops.personal.time_expressions import asks_about_time, has_time_word
 from reme_service.stores.lexical import STOPWORDS
@@ -34,8 +47,9 @@ from reme_service.stores.lexical import STOPWORDS
 _NAME_RE = re.compile(r"\b[A-Z][\w'-]*\w\b")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
 _QUOTED_RE = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|(?<!\w)'([^']{2,})'(?!\w)")
-_SPEAKER_RE = re.compile(r"^\s*([^:\n]{1,40}):\s")
 _POSSESSIVE_RE = re.compile(r"'s?$")
+SPEAKER_MAX = 40  # the longest speaker name a "<Name>: " line prefix may hold
+TEXT_CACHE = 32_768  # candidate texts whose cues are kept (a few MB; a LoCoMo conversation has ~600 turns)
 
 
 class Rescoring(BaseModel):
@@ -49,10 +63,15 @@ class Rescoring(BaseModel):
     number_boost: float = 0.0
     time_boost: float = 0.0
     group_weight: float = 0.0
+    group_mode: Literal["sum", "max"] = "sum"
+    diversity: float = Field(default=0.0, ge=0.0)
+    diversity_free: int = Field(default=0, ge=0)
 
     @property
     def active(self) -> bool:
-        return any(value > 0.0 for value in self.model_dump().values())
+        """Whether any bonus (or the diversification) changes the search order."""
+        weights = (self.speaker_boost, self.name_boost, self.phrase_boost, self.number_boost, self.time_boost)
+        return any(value > 0.0 for value in (*weights, self.group_weight, self.diversity))
 
 
 class QueryCues:
@@ -72,24 +91,66 @@ def _has_word(text: str, word: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
+def speaker_of(text: str) -> str | None:
+    """The speaker of a `"<Name>: line"` text (1-40 characters before the colon, no line break, a space after it),
+    or None."""
+    body = text.lstrip()
+    colon = body.find(":", 1, SPEAKER_MAX + 1)
+    if colon < 1 or colon + 1 >= len(body) or not body[colon + 1].isspace():
+        return None
+    head = body[:colon]
+    return None if "\n" in head else head.strip()
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def text_cues(text: str) -> tuple[str | None, bool]:
+    """What the query-independent cues of a candidate text are: its speaker (`speaker_of`) and whether it mentions
+    time (`has_time_word`). Read once per distinct text: the same memories are candidates again and again."""
+    return speaker_of(text), has_time_word(text)
+
+
 def cue_bonus(cues: QueryCues, text: str, weights: Rescoring) -> float:
     """The bonus `text` earns for the query's cues (group scores aside)."""
-    bonus = 0.0
-    if cues.names and (weights.speaker_boost or weights.name_boost):
-        if weights.speaker_boost and (speaker := _SPEAKER_RE.match(text)) and speaker.group(1).strip() in cues.names:
-            bonus += weights.speaker_boost
-        if weights.name_boost:
-            found = sum(1 for name in cues.names if _has_word(text, name))
-            bonus += weights.name_boost * found / len(cues.names)
+    return float(cue_bonuses(cues, [text], weights)[0])
+
+
+def cue_bonuses(cues: QueryCues, texts: Sequence[str], weights: Rescoring) -> NDArray[np.float64]:
+    """The bonus each text earns for the query's cues (group scores aside)."""
+    bonus = np.zeros(len(texts))
+    if not texts:
+        return bonus
+    cached = [text_cues(text) for text in texts] if (cues.names and weights.speaker_boost) or cues.when else []
+    if cues.names and weights.speaker_boost:
+        names = set(cues.names)
+        bonus += weights.speaker_boost * np.fromiter((c[0] in names for c in cached), bool, len(texts))
+    if cues.names and weights.name_boost:
+        found = [sum(1 for name in cues.names if _has_word(text, name)) for text in texts]
+        bonus += weights.name_boost * np.asarray(found, dtype=np.float64) / len(cues.names)
     if weights.phrase_boost and cues.phrases:
-        folded = text.casefold()
-        if any(phrase in folded for phrase in cues.phrases):
-            bonus += weights.phrase_boost
-    if weights.number_boost and cues.numbers and cues.numbers & set(_NUMBER_RE.findall(text)):
-        bonus += weights.number_boost
-    if weights.time_boost and cues.when and has_time_word(text):
-        bonus += weights.time_boost
+        hit = (any(phrase in text.casefold() for phrase in cues.phrases) for text in texts)
+        bonus += weights.phrase_boost * np.fromiter(hit, bool, len(texts))
+    if weights.number_boost and cues.numbers:
+        hit = (bool(cues.numbers & set(_NUMBER_RE.findall(text))) for text in texts)
+        bonus += weights.number_boost * np.fromiter(hit, bool, len(texts))
+    if weights.time_boost and cues.when:
+        bonus += weights.time_boost * np.fromiter((c[1] for c in cached), bool, len(texts))
     return bonus
+
+
+def group_scores(groups: Sequence[str | None], scores: NDArray[np.float64], mode: str) -> NDArray[np.float64]:
+    """Each candidate's group score over the best group's, in [0, 1] (0 for a candidate in no group): a group's
+    score is the sum (`mode` "sum") or the best (`"max"`) of its candidates' scores (negative ones count as 0)."""
+    totals: dict[str, float] = {}
+    add = mode == "sum"
+    for group, score in zip(groups, scores.tolist(), strict=True):
+        if group is not None:
+            value = max(score, 0.0)
+            old = totals.get(group, 0.0)
+            totals[group] = old + value if add else max(old, value)
+    top = max(totals.values(), default=0.0)
+    if top <= 0.0:
+        return np.zeros(len(groups))
+    return np.array([0.0 if g is None else totals[g] / top for g in groups])
 
 
 def rescore(
@@ -98,20 +159,46 @@ def rescore(
     scores: Sequence[float],
     weights: Rescoring,
     groups: Sequence[str | None] | None = None,
-) -> list[float]:
+) -> NDArray[np.float64]:
     """The candidates' scores with their bonuses added (same order as `texts`)."""
+    base = np.asarray(scores, dtype=np.float64)
     if not weights.active:
-        return list(scores)
-    cues = QueryCues(query)
-    out = [float(score) + cue_bonus(cues, text, weights) for text, score in zip(texts, scores, strict=True)]
+        return base.copy()
+    out = base + cue_bonuses(QueryCues(query), texts, weights)
     if weights.group_weight and groups is not None:
-        sums: dict[str, float] = defaultdict(float)
-        for group, score in zip(groups, scores, strict=True):
-            if group is not None:
-                sums[group] += max(float(score), 0.0)
-        top = max(sums.values(), default=0.0)
-        if top > 0.0:
-            for i, group in enumerate(groups):
-                if group is not None:
-                    out[i] += weights.group_weight * sums[group] / top
+        out += weights.group_weight * group_scores(groups, base, weights.group_mode)
     return out
+
+
+def diversify(
+    order: Sequence[int], groups: Sequence[str | None], scores: NDArray[np.float64], k: int, weights: Rescoring
+) -> list[int]:
+    """The first `k` of `order` (items by score, best first), picked greedily: the next is the best by its score
+    less `weights.diversity` per item of its group already picked beyond the first `diversity_free` (ties: earlier
+    in `order`). Items in no group are never penalised. With no diversity, the first `k` of `order`.
+
+    Within a group the penalty is the same for every item, so only each group's first item left can be next: a
+    pick compares one item per group, not every item."""
+    penalty, free = weights.diversity, weights.diversity_free
+    if penalty <= 0.0:
+        return list(order[:k])
+    queues: dict[str | None, deque[tuple[int, int]]] = {}  # group -> (position in order, item), None: no group
+    for position, item in enumerate(order):
+        queues.setdefault(groups[item], deque()).append((position, item))
+    counts: dict[str | None, int] = {}
+
+    def head(group: str | None) -> tuple[float, int]:
+        """The value of the group's first item left, and its position negated (earlier wins a tie)."""
+        position, item = queues[group][0]
+        cut = 0.0 if group is None else penalty * max(counts.get(group, 0) - free, 0)
+        return float(scores[item]) - cut, -position
+
+    picked: list[int] = []
+    while queues and len(picked) < k:
+        group = max(queues, key=head)
+        queue = queues[group]
+        picked.append(queue.popleft()[1])
+        counts[group] = counts.get(group, 0) + 1
+        if not queue:
+            del queues[group]
+    return picked
