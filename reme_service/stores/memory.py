@@ -50,6 +50,7 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.ann import MIN_CANDIDATES, AnnIndex
 from reme_service.stores.base import Filter, VectorStore, consume_exception
 from reme_service.stores.lexical import LexicalIndex, fuse
+from reme_service.stores.node_table import NodeTable
 from reme_service.stores.packed import (
     PackedNodes,
     StoredNode,
@@ -176,7 +177,7 @@ class WorkspaceState:
         self.dim = dim
         self.space = space  # the embedding space of the vectors; None until a write records one
         self.matrix: NDArray[np.float32] = np.empty((0, dim or 0), np.float32) if matrix is None else matrix
-        self.nodes: list[StoredNode] = []  # row order
+        self.nodes = NodeTable()  # row order
         self.rows: dict[str, int] = {}  # id -> row, in insertion order
         self.gate = _Gate()
         self.lexical: LexicalIndex | None = None  # BM25 over node contents by row; built on first hybrid search
@@ -201,8 +202,10 @@ class WorkspaceState:
     def build(cls, batch: Batch) -> WorkspaceState:
         state = cls(batch.dim, space=batch.space)
         if batch.dim is not None:
-            matrix = state.grown(len(batch.nodes), batch.dim)
-            state.apply_upsert(batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
+            nodes = batch.nodes
+            state.nodes = NodeTable.planned(len(nodes), lambda rows: (nodes[row] for row in rows))
+            matrix = state.grown(len(nodes), batch.dim)
+            state.apply_upsert(nodes, batch.vectors, dim=batch.dim, matrix=matrix)
         return state
 
     def count_new(self, ids: Iterable[str]) -> int:
@@ -243,8 +246,8 @@ class WorkspaceState:
                     lexical.append(node.content)
             else:
                 if lexical is not None:
-                    lexical.replace(row, row_nodes[row].content, node.content)
-                row_nodes[row] = node
+                    lexical.replace(row, row_nodes.content(row), node.content)
+                row_nodes.replace(row, node)
             targets[i] = row
         self.matrix[targets] = vectors
         if self.ann is not None:
@@ -265,15 +268,14 @@ class WorkspaceState:
             deleted += 1
             last = len(row_nodes) - 1
             if lexical is not None:  # the same swap: the last row moves into the hole
-                lexical.remove(row, row_nodes[row].content, row_nodes[last].content)
+                lexical.remove(row, row_nodes.content(row), row_nodes.content(last))
             if ann is not None:
                 ann.delete(row, last)
             if dirty is not None:
                 dirty.update((row, last))
-            moved = row_nodes.pop()
-            if row != last:
-                row_nodes[row] = moved
-                rows[moved.unique_id] = row  # keeps the moved id's insertion position
+            moved = row_nodes.delete(row)
+            if moved is not None:
+                rows[moved] = row  # keeps the moved id's insertion position
                 matrix[row] = matrix[last]
         return deleted
 
@@ -382,7 +384,7 @@ class WorkspaceState:
             with self._lexical_lock:
                 index = self.lexical
                 if index is None:
-                    index = self.lexical = LexicalIndex.build(node.content for node in self.nodes)
+                    index = self.lexical = LexicalIndex.build(self.nodes.contents())
         return index
 
     def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
@@ -428,7 +430,7 @@ class WorkspaceState:
 
 
 def _first_matching(
-    ranked: NDArray[np.intp], rows: NDArray[np.intp], nodes: list[StoredNode], predicate: StoredPredicate, k: int
+    ranked: NDArray[np.intp], rows: NDArray[np.intp], nodes: NodeTable, predicate: StoredPredicate, k: int
 ) -> NDArray[np.intp]:
     """The first k positions of `ranked` whose row's node matches (the filter is tested lazily, in rank order)."""
     found: list[int] = []
@@ -710,6 +712,8 @@ class MemoryVectorStore(VectorStore):
             apply = partial(state.apply_upsert, batch.nodes, batch.vectors, dim=batch.dim, matrix=matrix)
             await state.gate.run_exclusive(apply, inline=len(batch.nodes) < INLINE_ROWS)
             state.space = batch.space  # logged with the batch: a workspace without a space adopts it atomically
+            if state.nodes.should_compress():  # once, when the workspace grows past the threshold
+                await state.gate.run_exclusive(state.nodes.compress, inline=False)
             await self._after_write(workspace_id, state)
             await self._ensure_ann(workspace_id, state)
         return len(batch.nodes)
