@@ -12,7 +12,7 @@ from reme_service.stores import node_table
 from reme_service.stores.node_table import NodeTable
 from reme_service.stores.packed import StoredNode
 
-WORDS = [
+WORDS = ["deploy", "rollback", "cache", "index", "shard", "replica", "token", "budget", "retry", "timeout"]
     "deploy",
     "rollback",
     "cache",
