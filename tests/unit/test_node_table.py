@@ -13,19 +13,6 @@ from reme_service.stores.node_table import NodeTable
 from reme_service.stores.packed import StoredNode
 
 WORDS = ["deploy", "rollback", "cache", "index", "shard", "replica", "token", "budget", "retry", "timeout"]
-    "deploy",
-    "rollback",
-    "cache",
-    "index",
-    "shard",
-    "replica",
-    "token",
-    "budget",
-    "retry",
-    "timeout",
-    "schema",
-    "migrate",
-]
 
 
 def make_nodes(count: int, seed: int = 0) -> list[StoredNode]:
