@@ -76,6 +76,7 @@ logger = logging.getLogger(__name__)
 
 INLINE_ROWS = 2_000
 INLINE_SEARCH_CELLS = 6_000_000
+TOP_BLOCK = 1_024  # scores per block when picking the top k of many (`_above_block_maxima`)
 _MIN_CAPACITY = 64
 _GROWTH = 1.5
 
@@ -456,8 +457,28 @@ def _dot_rows(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArra
 def _top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
     """The indices of the k highest scores, highest first (argpartition, then a sort of those k only)."""
     total = len(scores)
-    top = np.argpartition(scores, total - k)[total - k :] if k < total else np.arange(total)
+    if k >= total:
+        top = np.arange(total)
+    else:
+        pool = _above_block_maxima(scores, k)
+        if pool is None:
+            top = np.argpartition(scores, total - k)[total - k :]
+        else:
+            top = pool[np.argpartition(scores[pool], len(pool) - k)[len(pool) - k :]]
     return top[np.argsort(-scores[top], kind="stable")]
+
+
+def _above_block_maxima(scores: NDArray[np.float32], k: int) -> NDArray[np.intp] | None:
+    """The rows that can be among the k best of many scores, or None when there are too few for this to pay: the
+    k-th highest of the maxima of blocks of `TOP_BLOCK` scores is at most the k-th highest score (k blocks reach it),
+    so every row of the top k scores at least that. One pass for the maxima and one comparison replace a partition of
+    every score (1M scores: ~2 ms instead of ~8)."""
+    blocks = len(scores) // TOP_BLOCK
+    if blocks < 4 * k:
+        return None
+    maxima = scores[: blocks * TOP_BLOCK].reshape(blocks, TOP_BLOCK).max(axis=1)
+    floor = np.partition(maxima, blocks - k)[blocks - k]
+    return np.flatnonzero(scores >= floor)
 
 
 def _search_inline(state: WorkspaceState, exact: bool = False) -> bool:
