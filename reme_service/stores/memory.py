@@ -602,7 +602,7 @@ class MemoryVectorStore(VectorStore):
 
         try:
             started = time.perf_counter()
-            ann = await asyncio.to_thread(AnnIndex.build, self.ann_params, matrix, rows, stop)
+            ann = await AnnIndex.build_in_background(self.ann_params, matrix, rows, stop)
             if ann is None:
                 return
             async with self._write_lock(workspace_id):
