@@ -1,7 +1,8 @@
 """The in-RAM vector store (backend "memory"), also the engine under the durable "local" backend.
 
 Each workspace is a `WorkspaceState`: one contiguous float32 matrix with spare capacity (grown by 1.5x), the
-nodes (`packed.StoredNode`: no vector, metadata as JSON bytes) in row order, and an id -> row dict. Deleting
+nodes (`node_table.NodeTable`: per row the id and one blob of metadata JSON and content, compressed in big
+workspaces) in row order, and an id -> row dict. Deleting
 swaps the last row into the hole, so the live rows stay contiguous and a search is one matrix-vector product
 over `matrix[:size]`. Listing
 must follow insertion order, which the rows no longer do after a swap: the id -> row dict provides it, because
@@ -20,8 +21,9 @@ and 16 clients 795 -> 881 req/s at 10k; 2.2 -> 1.9 ms at 20k; at 100k inline los
 since a thread lets the search overlap the event loop's work. A very selective filter can make a search test
 every node (~0.15 µs each, so ~2 ms inline at 15k).
 
-Search: one pass of row-wise dot products over the live rows (`_dot_rows`), `np.argpartition` for the top k,
-then a sort of those k; a filter is evaluated lazily, best-scoring rows first (`_filtered_top`). Scores are
+Search: one pass of row-wise dot products over the live rows (`_dot_rows`), `np.argpartition` for the top k (over
+many rows, of the rows at or above the k-th highest block maximum only: `_above_block_maxima`), then a sort of
+those k; a filter is evaluated lazily, best-scoring rows first (`_filtered_top`). Scores are
 `max(cos, 0)`; vectors are normalised on insert. Measured (cookbook/bench/store_speed.py, 2 busy cores):
 p50 0.7 ms at 10k x 384 and 6.5 ms at 100k x 384, with or without a filter.
 
@@ -53,8 +55,8 @@ from reme_service.stores.lexical import LexicalIndex, fuse
 from reme_service.stores.node_table import NodeTable
 from reme_service.stores.packed import (
     PackedNodes,
+    StoredFilter,
     StoredNode,
-    StoredPredicate,
     compile_stored_filter,
     export_node,
 )
@@ -281,7 +283,7 @@ class WorkspaceState:
         return deleted
 
     def search(
-        self, query: NDArray[np.float32], top_k: int, predicate: StoredPredicate | None, exact: bool = False
+        self, query: NDArray[np.float32], top_k: int, predicate: StoredFilter | None, exact: bool = False
     ) -> list[SearchHit]:
         """The top_k rows by cosine: through the approximate index when there is one (unless `exact`)."""
         n = self.size
@@ -299,7 +301,7 @@ class WorkspaceState:
         query: NDArray[np.float32],
         text: str,
         top_k: int,
-        predicate: StoredPredicate | None,
+        predicate: StoredFilter | None,
         weight: float,
         exact: bool = False,
     ) -> list[SearchHit]:
@@ -320,7 +322,7 @@ class WorkspaceState:
         ann: AnnIndex,
         query: NDArray[np.float32],
         k: int,
-        predicate: StoredPredicate | None,
+        predicate: StoredFilter | None,
         lexical: NDArray[np.float32] | None,
         weight: float,
     ) -> list[SearchHit] | None:
@@ -363,13 +365,13 @@ class WorkspaceState:
         weight: float,
         top: float,
         k: int,
-        predicate: StoredPredicate | None,
+        predicate: StoredFilter | None,
     ) -> tuple[NDArray[np.float32], NDArray[np.intp]]:
         """The candidates' scores (fused with BM25 when `lexical` is given) and the positions of the best k of them
         that match `predicate`, best first."""
         scores = cosine if lexical is None else fuse(cosine, lexical[rows], weight, top)
         ranked = np.argsort(-scores, kind="stable")
-        picked = ranked[:k] if predicate is None else _first_matching(ranked, rows, self.nodes, predicate, k)
+        picked = ranked[:k] if predicate is None else _first_matching(ranked, rows, self.nodes.tester(predicate), k)
         return scores, picked
 
     def attach_ann(self, ann: AnnIndex) -> None:
@@ -388,7 +390,7 @@ class WorkspaceState:
                     index = self.lexical = LexicalIndex.build(self.nodes.contents())
         return index
 
-    def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate | None) -> list[SearchHit]:
+    def _top_hits(self, scores: NDArray[np.float32], k: int, predicate: StoredFilter | None) -> list[SearchHit]:
         rows = _top_rows(scores, k) if predicate is None else self._filtered_top(scores, k, predicate)
         return self._hits(rows, scores[rows])
 
@@ -399,26 +401,27 @@ class WorkspaceState:
             for row, score in zip(rows.tolist(), values, strict=True)
         ]
 
-    def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: StoredPredicate) -> NDArray[np.intp]:
+    def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: StoredFilter) -> NDArray[np.intp]:
         """The k best matching rows. The filter is evaluated lazily, best-scoring rows first, over a window of
         the top rows (any row outside scores no higher than those inside, so the first k matches are the
         answer); when a filter proves selective the window widens, and past half the rows every node is tested."""
-        n, nodes = len(scores), self.nodes
+        n, test = len(scores), self.nodes.tester(predicate)
         window = max(8 * k, 64)
         while window < n // 2:
             found: list[int] = []
             for row in _top_rows(scores, window).tolist():
-                if predicate(nodes[row]):
+                if test(row):
                     found.append(row)
                     if len(found) == k:
                         return np.asarray(found, dtype=np.intp)
             window = max(4 * window, 2 * window * k // max(len(found), 1))
-        candidates = np.flatnonzero(np.fromiter(map(predicate, nodes), dtype=bool, count=n))
+        candidates = np.flatnonzero(np.fromiter(map(test, range(n)), dtype=bool, count=n))
         return candidates[_top_rows(scores[candidates], min(k, len(candidates)))]
 
-    def export(self, predicate: StoredPredicate | None, with_vectors: bool) -> list[VectorNode]:
+    def export(self, predicate: StoredFilter | None, with_vectors: bool) -> list[VectorNode]:
         nodes = self.nodes
-        rows = [row for row in self.rows.values() if predicate is None or predicate(nodes[row])]
+        test = nodes.tester(predicate) if predicate is not None else None
+        rows = [row for row in self.rows.values() if test is None or test(row)]
         if not with_vectors:
             return [export_node(nodes[row]) for row in rows]
         vectors = self.matrix[rows]
@@ -431,13 +434,13 @@ class WorkspaceState:
 
 
 def _first_matching(
-    ranked: NDArray[np.intp], rows: NDArray[np.intp], nodes: NodeTable, predicate: StoredPredicate, k: int
+    ranked: NDArray[np.intp], rows: NDArray[np.intp], test: Callable[[int], bool], k: int
 ) -> NDArray[np.intp]:
     """The first k positions of `ranked` whose row's node matches (the filter is tested lazily, in rank order)."""
     found: list[int] = []
     row_list = rows.tolist()
     for i in ranked.tolist():
-        if predicate(nodes[row_list[i]]):
+        if test(row_list[i]):
             found.append(i)
             if len(found) == k:
                 break

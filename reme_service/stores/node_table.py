@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import zstandard
 
-from reme_service.stores.packed import StoredNode, compact_bytes
+from reme_service.stores.packed import StoredFilter, StoredNode, compact_bytes
 
 COMPRESS_FROM = 50_000  # nodes: below this a table keeps raw blobs (nothing to decode on a read)
 DICTIONARY_BYTES = 16_384
@@ -115,6 +115,23 @@ class NodeTable:
 
     def contents(self) -> Iterator[str]:
         return map(self.content, range(len(self.ids)))
+
+    def tester(self, predicate: StoredFilter) -> Callable[[int], bool]:
+        """`predicate` as a test of a row. A row whose blob lacks one of the filter's needles (bytes that every match's
+        metadata contains) is rejected before a node is made of it; a needle found in the content instead only lets
+        the row through to the full test."""
+        needles, ids, blobs, decode, match = predicate.needles, self.ids, self.blobs, self.codec.decode, predicate.match
+        workspace_id = self.workspace_id
+
+        def test(row: int) -> bool:
+            raw = decode(blobs[row])
+            for needle in needles:
+                if needle not in raw:
+                    return False
+            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
+            return match(ids[row], workspace_id, raw[end:].decode(), raw[_LENGTH:end])
+
+        return test
 
     def append(self, node: StoredNode) -> None:
         self.workspace_id = node.workspace_id

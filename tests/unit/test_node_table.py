@@ -10,7 +10,7 @@ import pytest
 
 from reme_service.stores import node_table
 from reme_service.stores.node_table import NodeTable
-from reme_service.stores.packed import StoredNode
+from reme_service.stores.packed import StoredNode, compile_stored_filter
 
 WORDS = ["deploy", "rollback", "cache", "index", "shard", "replica", "token", "budget", "retry", "timeout"]
 
@@ -92,3 +92,21 @@ def test_readers_in_several_threads_decode_with_their_own_decompressors(monkeypa
     for thread in threads:
         thread.join()
     assert wrong == []
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_filter_tests_rows_raw_or_compressed_rejecting_by_needle_first(
+    compressed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(node_table, "COMPRESS_FROM", 1_000 if compressed else 10**9)
+    nodes = make_nodes(1_200)
+    nodes[5] = StoredNode("tricky", "ws", 'the content says "retry"', b'{"tags":["cache"]}')  # the needle, in content
+    table = NodeTable.planned(len(nodes), lambda rows: (nodes[row] for row in rows))
+    table.extend(nodes)
+    assert table.codec.compressing is compressed
+    for filter in ({"metadata.tags": {"eq": "retry"}}, {"metadata.n": {"gt": 1_000}}, {"unique_id": "tricky"}):
+        predicate = compile_stored_filter(filter)
+        assert predicate is not None
+        test = table.tester(predicate)
+        assert [row for row in range(len(table)) if test(row)] == [row for row, n in enumerate(nodes) if predicate(n)]
+    assert table.tester(compile_stored_filter({"metadata.tags": "retry"}))(5) is False  # type: ignore[arg-type]
