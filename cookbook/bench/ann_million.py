@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -136,6 +137,7 @@ async def measure(path: Path, dim: int, queries: int) -> dict[str, Any]:
         tenth = exact[-1].score
         hits += sum(1 for hit in fast if hit.node.unique_id in truth or hit.score >= tenth)
     result = {
+        "load_average": os.getloadavg()[1],  # the machine's load over the last 5 minutes, at the end of the queries
         "memories": state.size,
         "load_s": load_s,
         "index_reloaded": reloaded,
@@ -204,7 +206,8 @@ def report(figures: dict[str, Any]) -> list[str]:
         f"numpy vecdot + argpartition p50 {figures['floor_p50_ms']:.1f} ms); index "
         f"{'reloaded from its file' if figures['index_reloaded'] else 'REBUILT at open'}; RSS peak "
         f"{figures['rss_peak_mib']:.0f} MiB (before opening {figures['rss_before_mib']:.0f}); float32 rows "
-        f"{figures['matrix_mib']:.0f} MiB, index {figures['index_mib']:.0f} MiB"
+        f"{figures['matrix_mib']:.0f} MiB, index {figures['index_mib']:.0f} MiB; load average (5 min) "
+        f"{figures.get('load_average', float('nan')):.1f} on {os.cpu_count()} cores"
     )
     return lines
 

@@ -17,11 +17,14 @@ not loaded (the caller rebuilds instead).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mmap
+import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from pathlib import Path
 from typing import TypeVar
@@ -42,6 +45,7 @@ ANN_VERSION = 1
 NO_KEY = np.iinfo(np.uint64).max
 BUILD_BATCH = 4_096  # rows added per call while building: a cancelled build stops within one batch
 MIN_CANDIDATES = 40
+BUILD_NICE = 10  # a background build runs this much nicer than the process (CFS weight 110 against 1024)
 _CHUNK = 1 << 20
 
 
@@ -102,6 +106,18 @@ class AnnIndex:
         ann.key_rows = np.arange(rows, dtype=np.int64)
         ann.count = ann.next_key = rows
         return ann
+
+    @classmethod
+    async def build_in_background(
+        cls, params: AnnParams, matrix: NDArray[np.float32], rows: int, stop: Callable[[], bool]
+    ) -> AnnIndex | None:
+        """`build` in a thread of its own at a lower CPU priority (`BUILD_NICE`): usearch's build threads inherit it,
+        so a build takes the cores the requests leave idle instead of starving the event loop."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ann-build", initializer=_lower_priority)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, cls.build, params, matrix, rows, stop)
+        finally:
+            pool.shutdown(wait=False)
 
     # ----- following the rows -----
 
@@ -236,6 +252,15 @@ class AnnIndex:
         ann.key_rows = np.full(next_key, -1, np.int64)
         ann.key_rows[keys.astype(np.int64)] = np.arange(count, dtype=np.int64)
         return ann
+
+
+def _lower_priority() -> None:
+    """Raise this thread's nice value by `BUILD_NICE` (Linux: per thread, inherited by the threads it starts)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BUILD_NICE))
+    except (AttributeError, OSError) as exc:  # no setpriority here: the build runs at the normal priority
+        logger.debug("could not lower the priority of the index build: %s", exc)
 
 
 def _config(params: AnnParams) -> dict[str, object]:

@@ -67,6 +67,7 @@ from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.ann import AnnIndex
 from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+from reme_service.stores.node_table import NodeTable
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.resident import ResidentSet
 from reme_service.stores.spaces import parse_space
@@ -196,7 +197,7 @@ def _encode_node(node: StoredNode) -> bytes:
     return orjson.dumps({"id": node.unique_id, "content": node.content, "metadata": orjson.Fragment(node.meta)})
 
 
-def _decode_node(line: bytes, workspace_id: str) -> StoredNode:
+def _decode_node(line: bytes | memoryview, workspace_id: str) -> StoredNode:
     item = orjson.loads(line)  # one line at a time: the parse garbage is reused by the next line, not left behind
     return StoredNode.encode(str(item["id"]), workspace_id, item["content"], item["metadata"])
 
@@ -250,16 +251,24 @@ def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
                 got += read
             if got != expected:
                 raise ValueError(f"truncated vectors: {got} of {expected} bytes")
-            nodes = [_decode_node(line, workspace_id) for line in blob.split(b"\n")[:count]]
-            if len(nodes) != count:
-                raise ValueError(f"{len(nodes)} nodes for a count of {count}")
+            ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == ord("\n"))[:count]
+            if len(ends) != count:
+                raise ValueError(f"{len(ends)} nodes for a count of {count}")
+            starts = np.concatenate(([0], ends[:-1] + 1)) if count else ends
+            lines = memoryview(blob)
+
+            def line(row: int) -> StoredNode:
+                return _decode_node(lines[int(starts[row]) : int(ends[row])], workspace_id)
+
+            nodes = NodeTable.planned(count, lambda rows: map(line, rows))
+            nodes.extend(map(line, range(count)))
         except _RECORD_ERRORS as exc:
             raise StoreError(f"snapshot {path.name} is corrupt: {exc}") from exc
     if sys.byteorder != "little":
         matrix[:count].byteswap(inplace=True)
     state = WorkspaceState(dim, matrix, parse_space(header.get("space")))
     state.nodes = nodes
-    state.rows = {node.unique_id: row for row, node in enumerate(nodes)}
+    state.rows = {uid: row for row, uid in enumerate(nodes.ids)}
     return state, wal_id
 
 
@@ -460,6 +469,7 @@ class LocalVectorStore(MemoryVectorStore):
             )
         wal = _Wal(self._wal_path(workspace_id), wal_id)
         _replay(wal, state, workspace_id)
+        state.nodes.compress()  # a big workspace keeps its nodes compressed (stores/node_table.py)
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal

@@ -15,7 +15,7 @@ by one substring search (~50 ns) instead of a decode (~1.5 us).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast, overload
+from typing import Any, overload
 
 import numpy as np
 import orjson
@@ -24,8 +24,6 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.filters import compile_conditions, parse_filter
-
-StoredPredicate = Callable[["StoredNode"], bool]
 
 
 def compact_bytes(data: bytes) -> bytes:
@@ -110,36 +108,51 @@ class _Decoded:
 
     __slots__ = ("unique_id", "workspace_id", "content", "metadata")
 
-    def __init__(self, node: StoredNode) -> None:
-        self.unique_id = node.unique_id
-        self.workspace_id = node.workspace_id
-        self.content = node.content
-        self.metadata = orjson.loads(node.meta)
+    def __init__(self, unique_id: str, workspace_id: str, content: str, meta: bytes) -> None:
+        self.unique_id = unique_id
+        self.workspace_id = workspace_id
+        self.content = content
+        self.metadata = orjson.loads(meta)
 
 
-def compile_stored_filter(filter: Mapping[str, Any] | None) -> StoredPredicate | None:
+class StoredFilter:
+    """A compiled filter for stored nodes (`compile_stored_filter`). `needles`: byte strings every matching node's
+    metadata JSON contains (the string-equality shortcut of the module docstring); `match` tests a node whose
+    needles were already found (given as its parts), `__call__` any node."""
+
+    __slots__ = ("needles", "_predicate", "_decode")
+
+    def __init__(self, predicate: Callable[[Any], bool], needles: tuple[bytes, ...], decode: bool) -> None:
+        self.needles = needles
+        self._predicate = predicate
+        self._decode = decode  # a condition reads metadata: decode it (once) for the conditions
+
+    def match(self, unique_id: str, workspace_id: str, content: str, meta: bytes) -> bool:
+        """The test of a node, given as its parts, whose needles were found."""
+        if self._decode:
+            return self._predicate(_Decoded(unique_id, workspace_id, content, meta))
+        return self._predicate(StoredNode(unique_id, workspace_id, content, meta))
+
+    def __call__(self, node: StoredNode) -> bool:
+        meta = node.meta
+        for needle in self.needles:
+            if needle not in meta:
+                return False
+        return self.match(node.unique_id, node.workspace_id, node.content, node.meta)
+
+
+def compile_stored_filter(filter: Mapping[str, Any] | None) -> StoredFilter | None:
     """`filters.compile_filter` for stored nodes: decodes a node's metadata once per test, and only after the
     string-equality shortcut (module docstring) let it through. None when the filter is empty."""
     conditions = parse_filter(filter)
     predicate = compile_conditions(conditions)
     if predicate is None:
         return None
-    if all(condition.path[0] != "metadata" for condition in conditions):
-        # The root fields are plain attributes of a stored node: nothing to decode. A predicate compiled from
-        # conditions on root fields only never reads `metadata`, the one `NodeLike` field a stored node lacks,
-        # which the types cannot say; hence the cast.
-        return cast(StoredPredicate, predicate)
+    # Conditions on root fields only read plain attributes of a stored node: nothing to decode.
+    decode = any(condition.path[0] == "metadata" for condition in conditions)
     needles = tuple(
         orjson.dumps(condition.operand)
         for condition in conditions
         if condition.op == "eq" and isinstance(condition.operand, str) and condition.path[0] == "metadata"
     )
-
-    def test(node: StoredNode) -> bool:
-        meta = node.meta
-        for needle in needles:
-            if needle not in meta:
-                return False
-        return predicate(_Decoded(node))
-
-    return test
+    return StoredFilter(predicate, needles, decode)

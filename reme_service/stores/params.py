@@ -27,7 +27,7 @@ class AnnParams(BaseModel):
     expansion_search: int = Field(default=128, ge=1, le=4096)  # ef at search (raised to the candidate count)
     # candidates asked of the graph per hit wanted (at least 40), re-scored exactly; filters widen it (docs/scaling.md)
     candidates: int = Field(default=4, ge=1, le=1000)
-    build_threads: int = Field(default=1, ge=1, le=64)  # threads of a background build
+    build_threads: int = Field(default=2, ge=1, le=64)  # threads of a background build (at nice +10: stores/ann.py)
 
 
 class MemoryStoreParams(BaseModel):

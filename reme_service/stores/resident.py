@@ -2,20 +2,19 @@
 one's estimated size, so that the store can let idle ones go when the total passes its budget.
 
 The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's, if any) plus the node count
-times the measured size of a sample of nodes (the objects, their texts, their metadata bytes and their place in the
-id index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size changes.
+times the measured size of a sample of nodes (their ids and blobs in the `NodeTable`, and their place in the id
+index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size changes.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from collections.abc import Iterator
 
 from reme_service.stores.memory import WorkspaceState
 
 SAMPLE_NODES = 64
-INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slot) and the `nodes` list slot
+INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slot) and the table's two list slots
 
 
 def footprint(state: WorkspaceState) -> int:
@@ -23,11 +22,7 @@ def footprint(state: WorkspaceState) -> int:
     size = state.size
     if not size:
         return int(state.matrix.nbytes)
-    step = max(1, size // SAMPLE_NODES)
-    sample = state.nodes[::step][:SAMPLE_NODES]
-    per_node = sum(
-        sys.getsizeof(n) + sys.getsizeof(n.unique_id) + sys.getsizeof(n.content) + sys.getsizeof(n.meta) for n in sample
-    ) / len(sample)
+    per_node = state.nodes.bytes_per_row(SAMPLE_NODES)
     ann = state.ann.memory_bytes() if state.ann is not None else 0
     return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann)
 

@@ -26,6 +26,7 @@ import pytest
 
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.stores import node_table
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.params import AnnParams, LocalStoreParams
 from tests.conftest import REPO_ROOT
@@ -85,6 +86,28 @@ class TestLocalStoreWithIndex(StoreContract):
         store = LocalVectorStore(params, embedder=embedder)
         await store.start()
         yield store
+        await store.close()
+
+
+class TestLocalStoreCompressed(StoreContract):
+    """The whole contract again with every workspace's nodes zstd-compressed in RAM (`node_table.COMPRESS_FROM` 1),
+    the approximate index on and every idle workspace reloading on its next use, as in `TestLocalStoreWithIndex`."""
+
+    MID_WRITE = TestLocalStore.MID_WRITE
+
+    @pytest.fixture
+    async def store(
+        self, embedder: CountingEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> AsyncIterator[LocalVectorStore]:
+        monkeypatch.setattr(node_table, "COMPRESS_FROM", 1)
+        params = LocalStoreParams(
+            store_dir=tmp_path / "vs", compact_after_records=3, max_resident_mb=1e-6, ann=AnnParams(min_rows=1)
+        )
+        store = LocalVectorStore(params, embedder=embedder)
+        await store.start()
+        yield store
+        for state in store._spaces.values():  # the suite ran on compressed nodes
+            assert not state.size or state.nodes.codec.compressing
         await store.close()
 
 
