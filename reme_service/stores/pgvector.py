@@ -620,7 +620,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 top_k=top_k,
                 weight=lexical_weight,
             )
-            statement = hybrid_statement(table, native.where, full_text=bool(searched))
+            statement = hybrid_statement(table, native.where, spec)
             params = {**native.params, **spec.params()}
             if self.params.index == "hnsw" and candidates > self.params.ef_search:
                 async with conn.transaction():
@@ -657,7 +657,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         exact: bool = False,
     ) -> list[SearchHit]:
         approximate = not exact and self.params.index == "hnsw" and native.where is None and top_k <= MAX_EF_SEARCH
-        params = {**native.params, "q": _vector_text(query), "k": top_k}
+        params = {**native.params, "q": _vector_text(query)}
         if approximate:  # the form pgvector's HNSW index answers
             order = sql.SQL("embedding <#> %(q)s::vector")
         else:  # an expression no index matches: every matching row is ranked (exact), ties by listing order
@@ -665,9 +665,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         # the best ids first (a scan computes only distances), then the rows of those few
         text = sql.SQL(
             "SELECT t.id, t.content, t.metadata::text, best.d FROM "
-            "(SELECT id, seq, embedding <#> %(q)s::vector AS d FROM {t} WHERE {w} ORDER BY {o} LIMIT %(k)s) best "
+            "(SELECT id, seq, embedding <#> %(q)s::vector AS d FROM {t} WHERE {w} ORDER BY {o} LIMIT {k}) best "
             "JOIN {t} t ON t.id = best.id ORDER BY best.d, best.seq"
-        ).format(t=table, w=native.where or sql.SQL("TRUE"), o=order)
+        ).format(t=table, w=native.where or sql.SQL("TRUE"), o=order, k=sql.Literal(int(top_k)))  # literal: pg_hybrid
         ef = max(self.params.ef_search, top_k)
         if approximate and ef != self.params.ef_search:  # (each pooled connection has ef_search set already)
             async with conn.transaction():
