@@ -58,20 +58,19 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from safetensors.numpy import load_file
-from threadpoolctl import ThreadpoolController
 from tokenizers import Encoding, Tokenizer
 
 from reme_service.errors import ConfigError, EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
+from reme_service.providers.embedding.bert_graph import EncoderLayer, bert_encoder_session
 
 logger = logging.getLogger("reme_service.embedding.local")
 
@@ -86,33 +85,6 @@ _POOLING_CONFIG_FILE = "1_Pooling/config.json"
 # A padding key gets this added to its attention score, so its softmax weight underflows to exactly 0. Large
 # enough to dominate any real score, small enough that adding it to a float32 never overflows.
 _MASK_BIAS = np.float32(-1e9)
-
-# GELU's tanh form: Φ(x) ≈ ½·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Within 4.8e-4 of the exact erf form on
-# [-12, 12]; the whole model then still matches sentence-transformers' vectors to a cosine of 1 - 1.4e-6 (the
-# reference texts), and it costs a third of an erf approximation in numpy (27 µs against 68-95 µs for a
-# 16 × 1536 activation, 6 per query).
-_GELU_C = np.float32(math.sqrt(2.0 / math.pi))
-_GELU_K = np.float32(0.044715)
-
-# The dense layers run on the packed real tokens with the row count rounded up to a multiple of this (the extra
-# rows are zeros at the start and never read back): OpenBLAS's sgemm kernel on this CPU works on 4 columns of
-# its column-major view, so `h @ w` with 15 rows costs more than with 16 (the four matmuls of a layer, one core:
-# 15 rows 824 µs, 16 rows 727 µs; 10 rows 605 µs, 12 rows 591 µs).
-_ROW_MULTIPLE = 4
-
-
-def gelu_(x: NDArray[np.float32]) -> NDArray[np.float32]:
-    """GELU in its tanh form, x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place on float32 `x`; returns `x`."""
-    t = np.square(x)
-    t *= _GELU_K
-    t += np.float32(1.0)
-    t *= x
-    t *= _GELU_C
-    np.tanh(t, out=t)
-    t += np.float32(1.0)
-    t *= np.float32(0.5)
-    x *= t
-    return x
 
 
 def layer_norm_(x: NDArray[np.float32], gamma: NDArray[np.float32], beta: NDArray[np.float32], eps: float) -> None:
@@ -155,26 +127,9 @@ def find_model_dir(model_dir: str | Path | None = None) -> Path:
     return folder
 
 
-@dataclass(frozen=True, slots=True)
-class _Layer:
-    """One encoder layer's weights, linear maps stored as (in, out) so that `y = x @ w + b`."""
-
-    qkv_w: NDArray[np.float32]  # (hidden, 3·hidden): query (pre-scaled by 1/√head_dim), key, value
-    qkv_b: NDArray[np.float32]
-    attn_out_w: NDArray[np.float32]
-    attn_out_b: NDArray[np.float32]
-    attn_ln_g: NDArray[np.float32]
-    attn_ln_b: NDArray[np.float32]
-    inter_w: NDArray[np.float32]
-    inter_b: NDArray[np.float32]
-    out_w: NDArray[np.float32]
-    out_b: NDArray[np.float32]
-    out_ln_g: NDArray[np.float32]
-    out_ln_b: NDArray[np.float32]
-
-
 class _BertEncoder:
-    """A BERT encoder with mean pooling, in numpy. Immutable once built; `encode` is pure."""
+    """A BERT encoder with mean pooling: the embedding layer in numpy, the encoder layers in an onnxruntime
+    session (`bert_graph`). Immutable once built; `encode` is pure and may run on several threads at once."""
 
     def __init__(self, tensors: dict[str, NDArray[Any]], *, num_heads: int, eps: float) -> None:
         emb = self._prefix(tensors, "word_embeddings.weight")
@@ -197,10 +152,8 @@ class _BertEncoder:
         self.hidden = int(self.word.shape[1])
         if self.hidden % num_heads:
             raise ConfigError(f"hidden size {self.hidden} is not a multiple of {num_heads} attention heads")
-        self.num_heads = num_heads
-        self.head_dim = self.hidden // num_heads
         self.eps = eps
-        scale = np.float32(1.0 / math.sqrt(self.head_dim))
+        scale = np.float32(1.0 / math.sqrt(self.hidden // num_heads))
 
         count = 0
         while f"{enc}layer.{count}.attention.self.query.weight" in tensors:
@@ -209,16 +162,14 @@ class _BertEncoder:
         for index in range(count):
             p = f"{enc}layer.{index}."
             layers.append(
-                _Layer(
-                    qkv_w=np.ascontiguousarray(
-                        np.concatenate(
-                            [
-                                linear(p + "attention.self.query") * scale,
-                                linear(p + "attention.self.key"),
-                                linear(p + "attention.self.value"),
-                            ],
-                            axis=1,
-                        )
+                EncoderLayer(
+                    qkv_w=np.concatenate(
+                        [
+                            linear(p + "attention.self.query") * scale,
+                            linear(p + "attention.self.key"),
+                            linear(p + "attention.self.value"),
+                        ],
+                        axis=1,
                     ),
                     qkv_b=np.concatenate(
                         [
@@ -239,10 +190,10 @@ class _BertEncoder:
                     out_ln_b=get(p + "output.LayerNorm.bias"),
                 )
             )
-        self.layers: tuple[_Layer, ...] = tuple(layers)
         if not layers:
             raise ConfigError("the MiniLM weights have no encoder layers")
-        self.intermediate = int(layers[0].inter_w.shape[1])
+        # the session keeps its own copy of the layers' weights: the numpy ones are not kept
+        self._session = bert_encoder_session(layers, num_heads=num_heads, eps=eps)
 
     @staticmethod
     def _prefix(tensors: dict[str, NDArray[Any]], suffix: str) -> str:
@@ -259,95 +210,35 @@ class _BertEncoder:
     def encode(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
         """Mean-pooled (not yet normalised) hidden states, (batch, hidden), of padded token ids (batch, seq).
 
-        `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The
-        dense layers run on the real tokens only, packed as (tokens, hidden) in buffers allocated once per call;
-        attention scatters them into the padded (batch, heads, seq, head_dim) layout, where the padding keys get a
-        large negative score. Without padding (one text, or texts of one length) the scatter, the mask and the
-        gather are skipped: the packed rows already are that layout.
+        `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The real
+        tokens go through the model packed as (tokens, hidden); padding keys get a large negative attention score
+        (see `bert_graph`).
         """
         batch, seq = ids.shape
-        hidden = self.hidden
         flat_mask = mask.reshape(-1) > 0
         real = np.flatnonzero(flat_mask)  # where the real tokens sit in the (batch·seq) grid
-        n = len(real)
         rows, cols = np.divmod(real, seq)
-        width = -(-n // _ROW_MULTIPLE) * _ROW_MULTIPLE
-
-        def buffer(columns: int) -> NDArray[np.float32]:
-            return np.zeros((width, columns), dtype=np.float32)  # zeros: the rows past `n` stay finite
-
-        h, mid, context = buffer(hidden), buffer(hidden), buffer(hidden)
-        qkv, inter = buffer(3 * hidden), buffer(self.intermediate)
-        np.take(self.word, ids.reshape(-1)[real], axis=0, out=h[:n])
-        h[:n] += self.position[cols]
-        h[:n] += self.token_type0
+        h = np.take(self.word, ids.reshape(-1)[real], axis=0)
+        h += self.position[cols]
+        h += self.token_type0
         layer_norm_(h, self.emb_ln_g, self.emb_ln_b, self.eps)
-        attend = self._attention(batch, seq, mask, real, rows, cols)
-
-        for layer in self.layers:
-            np.matmul(h, layer.qkv_w, out=qkv)
-            qkv += layer.qkv_b
-            attend(qkv[:n], context[:n])
-            np.matmul(context, layer.attn_out_w, out=mid)
-            mid += layer.attn_out_b
-            mid += h
-            layer_norm_(mid, layer.attn_ln_g, layer.attn_ln_b, self.eps)
-
-            np.matmul(mid, layer.inter_w, out=inter)
-            inter += layer.inter_b
-            gelu_(inter)
-            np.matmul(inter, layer.out_w, out=h)
-            h += layer.out_b
-            h += mid
-            layer_norm_(h, layer.out_ln_g, layer.out_ln_b, self.eps)
-
+        grid_index = np.zeros(batch * seq, dtype=np.int64)
+        grid_index[real] = np.arange(len(real))
+        key_bias = np.where(flat_mask, np.float32(0.0), _MASK_BIAS).astype(np.float32)
+        feeds = {
+            "hidden": h,
+            "grid_index": grid_index.reshape(batch, seq),
+            "token_index": real.astype(np.int64),
+            "key_bias": key_bias.reshape(batch, 1, 1, seq),
+        }
+        states: NDArray[np.float32] = self._session.run(["states"], feeds)[0]
         if batch == 1:
-            return h[:n].mean(axis=0, keepdims=True)
+            return states.mean(axis=0, keepdims=True)
         counts = np.bincount(rows, minlength=batch)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        pooled = np.add.reduceat(h[:n], starts, axis=0)
+        pooled = np.add.reduceat(states, starts, axis=0)
         pooled /= counts[:, None].astype(np.float32)
         return pooled
-
-    def _attention(
-        self,
-        batch: int,
-        seq: int,
-        mask: NDArray[np.float32],
-        real: NDArray[np.intp],
-        rows: NDArray[np.intp],
-        cols: NDArray[np.intp],
-    ) -> Callable[[NDArray[np.float32], NDArray[np.float32]], None]:
-        """The self-attention of one call's layout: a function of the packed (tokens, 3·hidden) query/key/value
-        rows that writes the packed (tokens, hidden) context into its second argument."""
-        heads, head_dim, hidden = self.num_heads, self.head_dim, self.hidden
-        padded = len(real) < batch * seq
-        key_bias = (
-            np.where(mask > 0, np.float32(0.0), _MASK_BIAS).astype(np.float32)[:, None, None, :] if padded else None
-        )
-
-        def attend(qkv: NDArray[np.float32], out: NDArray[np.float32]) -> None:
-            if padded:
-                grid = np.zeros((batch * seq, 3 * hidden), dtype=np.float32)
-                grid[real] = qkv
-                qkv = grid
-            # (batch·seq, 3·hidden) → (3, batch, heads, seq, head_dim), as views
-            q, k, v = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (batch, heads, seq, seq)
-            if key_bias is not None:
-                scores += key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            # softmax(scores) @ v, dividing the (seq, head_dim) product rather than the (seq, seq) weights
-            context = np.matmul(scores, v)  # (batch, heads, seq, head_dim)
-            context /= scores.sum(axis=-1, keepdims=True)
-            by_token = context.transpose(0, 2, 1, 3)  # (batch, seq, heads, head_dim)
-            if padded:
-                out[...] = by_token[rows, cols].reshape(len(real), hidden)
-            else:
-                out.reshape(batch, seq, heads, head_dim)[...] = by_token
-
-        return attend
 
 
 class _Lanes:
@@ -428,7 +319,6 @@ class LocalEmbeddingClient(EmbeddingClient):
         self.progress_seconds = progress_seconds
         self._encoder: _BertEncoder | None = None
         self._tokenizer: Tokenizer | None = None
-        self._blas_limiter: Any = None  # BLAS on one thread while the model is loaded (threadpoolctl's limiter)
         self._pool: ThreadPoolExecutor | None = None  # the extra workers of a split forward pass
         self._model_lock = threading.Lock()  # loading, unloading and the split (bulk) forward passes
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
@@ -480,9 +370,6 @@ class LocalEmbeddingClient(EmbeddingClient):
             self._encoder = None
             self._tokenizer = None
             pool, self._pool = self._pool, None
-            limiter, self._blas_limiter = self._blas_limiter, None
-        if limiter is not None:
-            limiter.restore_original_limits()
         if pool is not None:
             pool.shutdown(wait=True)
         with self._cache_lock:
@@ -520,8 +407,6 @@ class LocalEmbeddingClient(EmbeddingClient):
         encoder = _BertEncoder(tensors, num_heads=self._num_heads, eps=self._eps)
         if encoder.hidden != self._dimensions or self.max_seq_length > encoder.max_positions:
             raise ConfigError(f"the MiniLM weights in {self._model_dir} do not match its config.json")
-        if self._blas_limiter is None:
-            self._blas_limiter = ThreadpoolController().limit(limits=1, user_api="blas")
         self._encoder, self._tokenizer = encoder, tokenizer
         return encoder, tokenizer
 
