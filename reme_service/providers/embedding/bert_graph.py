@@ -55,7 +55,7 @@ def bert_encoder_model(layers: Sequence[EncoderLayer], *, num_heads: int, eps: f
     hidden = int(layers[0].qkv_w.shape[0])
     head_dim = hidden // num_heads
     nodes: list[bytes] = []
-    initializers: list[bytes] = []
+    initializers: list[pb.Chunks] = []
 
     def constant(name: str, array: NDArray[Any]) -> str:
         initializers.append(pb.tensor(name, array))
@@ -127,5 +127,11 @@ def bert_encoder_session(layers: Sequence[EncoderLayer], *, num_heads: int, eps:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: no warnings about the optional graph rewrites on stderr
-    model = bert_encoder_model(layers, num_heads=num_heads, eps=eps)
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        bert_encoder_model(layers, num_heads=num_heads, eps=eps), options, providers=["CPUExecutionProvider"]
+    )
+    # onnxruntime's Python wrapper keeps the serialised model (42 MB of weights) only to rebuild the session with
+    # other providers; the session itself has its own copy, so the bytes are let go
+    if isinstance(getattr(session, "_model_bytes", None), bytes):
+        session._model_bytes = None
+    return session

