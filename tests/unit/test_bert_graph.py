@@ -50,7 +50,7 @@ def _reference(layers: list[EncoderLayer], h: NDArray[np.float32]) -> NDArray[np
     erf = np.vectorize(math.erf)
     for layer in layers:
         qkv = x @ layer.qkv_w + layer.qkv_b
-        q, k, v = (qkv[:, i * HIDDEN : (i + 1) * HIDDEN].reshape(-1, HEADS, head_dim).transpose(1, 0, 2) for i in range(3))
+        q, k, v = (part.reshape(-1, HEADS, head_dim).transpose(1, 0, 2) for part in np.split(qkv, 3, axis=1))
         scores = q @ k.transpose(0, 2, 1)  # the query map is taken as pre-scaled
         weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
         weights /= weights.sum(axis=-1, keepdims=True)
