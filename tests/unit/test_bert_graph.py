@@ -7,13 +7,15 @@ BERT layer, against the texts packed into one padded batch through the ONNX grap
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
 from reme_service.providers.embedding import onnx_proto
-from reme_service.providers.embedding.bert_graph import EncoderLayer, bert_encoder_session
+from reme_service.providers.embedding.bert_graph import EncoderGraph, EncoderLayer
 
 HIDDEN, HEADS, INTERMEDIATE, EPS = 16, 4, 32, 1e-12
 
@@ -65,7 +67,7 @@ def _reference(layers: list[EncoderLayer], h: NDArray[np.float32]) -> NDArray[np
 def test_packed_padded_batch_matches_each_text_alone() -> None:
     rng = np.random.default_rng(7)
     layers = [_random_layer(rng) for _ in range(2)]
-    session = bert_encoder_session(layers, num_heads=HEADS, eps=EPS)
+    graph = EncoderGraph(layers, num_heads=HEADS, eps=EPS)
     lengths = [5, 2, 7]
     texts = [rng.normal(0.0, 1.0, (n, HIDDEN)).astype(np.float32) for n in lengths]
     batch, seq = len(lengths), max(lengths)
@@ -77,19 +79,37 @@ def test_packed_padded_batch_matches_each_text_alone() -> None:
     grid_index[real] = np.arange(len(real))
     key_bias = np.where(mask, np.float32(0.0), np.float32(-1e9)).astype(np.float32)
 
-    states = session.run(
-        ["states"],
-        {
-            "hidden": np.concatenate(texts),
-            "grid_index": grid_index.reshape(batch, seq),
-            "token_index": real.astype(np.int64),
-            "key_bias": key_bias.reshape(batch, 1, 1, seq),
-        },
-    )[0]
+    states = graph.run(
+        np.concatenate(texts),
+        grid_index.reshape(batch, seq),
+        real.astype(np.int64),
+        key_bias.reshape(batch, 1, 1, seq),
+    )
 
     assert states.shape == (sum(lengths), HIDDEN)
     expected = np.concatenate([_reference(layers, text) for text in texts])
     np.testing.assert_allclose(states, expected, rtol=0, atol=2e-4)
+
+
+def _rss_mib() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="reads the resident size from Linux's /proc")
+def test_a_big_batch_gives_its_memory_back() -> None:
+    # onnxruntime's arena would keep what the largest batch needed (here ~200 MiB of attention scores) for good
+    rng = np.random.default_rng(3)
+    graph = EncoderGraph([_random_layer(rng)], num_heads=HEADS, eps=EPS)
+
+    def run(batch: int, seq: int) -> None:
+        grid = np.arange(batch * seq, dtype=np.int64)
+        hidden = rng.normal(0.0, 1.0, (batch * seq, HIDDEN)).astype(np.float32)
+        graph.run(hidden, grid.reshape(batch, seq), grid, np.zeros((batch, 1, 1, seq), dtype=np.float32))
+
+    run(1, 8)  # a small first run: the session's one-off allocations are not counted
+    before = _rss_mib()
+    run(16, 512)
+    assert _rss_mib() - before < 40
 
 
 def test_tensor_refuses_a_type_it_cannot_write() -> None:

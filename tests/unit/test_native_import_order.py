@@ -12,16 +12,16 @@ import sys
 SCRIPT = """
 import numpy as np
 import reme_service.stores.ann  # usearch, and NumKong's symbols, first
-from reme_service.providers.embedding.bert_graph import bert_encoder_session
+from reme_service.providers.embedding.bert_graph import EncoderGraph
 from usearch.index import Index
 
 index = Index(ndim=4)
 index.add(7, np.ones(4, dtype=np.float32))
-print(len(index), bert_encoder_session.__name__)
+print(len(index), EncoderGraph.__name__)
 """
 
 
 def test_the_embedder_loads_after_the_ann_index() -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
-    assert done.stdout.split() == ["1", "bert_encoder_session"]
+    assert done.stdout.split() == ["1", "EncoderGraph"]

@@ -1,7 +1,7 @@
 """The MiniLM (BERT) encoder layers as one ONNX graph, run by onnxruntime on the calling thread.
 
-`bert_encoder_session` turns the layers' weights into a model (`onnx_proto`) and opens it in an onnxruntime
-session. The dense layers run on the real tokens of a batch packed together (padding never goes through them);
+`EncoderGraph` turns the layers' weights into a model (`onnx_proto`) and opens it in an onnxruntime session.
+The dense layers run on the real tokens of a batch packed together (padding never goes through them);
 only attention works on the padded (batch, seq) grid. Inputs:
 
 - `hidden`, (tokens, hidden) float32: the embedding layer's output for the real tokens, computed in numpy;
@@ -12,11 +12,12 @@ only attention works on the padded (batch, seq) grid. Inputs:
 
 Output `states`, (tokens, hidden): the last layer's hidden states of the packed tokens.
 
-Why onnxruntime rather than numpy's matmuls: the same float32 arithmetic took a 13-token query 4.4 ms against
-8.1 ms (one core, best of 50): its GEMM kernels use AVX-512 on this CPU and handle a few rows well, where
-OpenBLAS's kernels ran at ~70 % of that even with the weights in cache, and each layer runs as one call instead of
-~30 numpy operations. Its int8 path (`DynamicQuantizeMatMul`, one scale per activation tensor) was 4x faster
-still but moved the vectors to a cosine of 0.976 from the reference, below the 0.999 this embedder keeps.
+Why onnxruntime rather than numpy's matmuls: the same float32 arithmetic took a 13-token query ~4 ms against
+~8 ms (one core, best of 50). Most of the difference is the weights' layout: onnxruntime repacks each constant
+weight matrix once, at load, into the layout its GEMM kernel reads (with that turned off it took 8.6 ms, as numpy
+did), where OpenBLAS packs its operands again on every call; and each layer is one call instead of ~30 numpy
+operations. Its int8 path (`DynamicQuantizeMatMul`, one scale per activation tensor) was 4x faster still but
+moved the vectors to a cosine of 0.976 from the reference, below the 0.999 this embedder keeps.
 """
 
 from __future__ import annotations
@@ -117,21 +118,43 @@ def bert_encoder_model(layers: Sequence[EncoderLayer], *, num_heads: int, eps: f
     )
 
 
-def bert_encoder_session(layers: Sequence[EncoderLayer], *, num_heads: int, eps: float) -> ort.InferenceSession:
-    """An onnxruntime session of the encoder that computes on the thread calling `run` (no thread pool of its own,
-    so several threads may run it at once, each on its own core) and never spin-waits."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3  # errors only: no warnings about the optional graph rewrites on stderr
-    session = ort.InferenceSession(
-        bert_encoder_model(layers, num_heads=num_heads, eps=eps), options, providers=["CPUExecutionProvider"]
-    )
-    # onnxruntime's Python wrapper keeps the serialised model (42 MB of weights) only to rebuild the session with
-    # other providers; the session itself has its own copy, so the bytes are let go
-    if isinstance(getattr(session, "_model_bytes", None), bytes):
-        session._model_bytes = None
-    return session
+class EncoderGraph:
+    """The encoder layers in an onnxruntime session, and how a forward pass runs it.
+
+    The session computes on the thread calling `run` (no thread pool of its own, so several threads may run it at
+    once, each on its own core) and never spin-waits. Every run gives the memory of its intermediate tensors back
+    at its end (onnxruntime's arena shrinkage): otherwise the arena keeps what the largest batch needed (+240 MiB
+    after 32 texts of 256 tokens) for the life of the process; a single query's few hundred KB cost nothing to
+    allocate again.
+    """
+
+    def __init__(self, layers: Sequence[EncoderLayer], *, num_heads: int, eps: float) -> None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3  # errors only: no warnings about the optional graph rewrites on stderr
+        session = ort.InferenceSession(
+            bert_encoder_model(layers, num_heads=num_heads, eps=eps), options, providers=["CPUExecutionProvider"]
+        )
+        # onnxruntime's Python wrapper keeps the serialised model (42 MB of weights) only to rebuild the session
+        # with other providers; the session has its own copy, so the bytes are let go
+        if isinstance(getattr(session, "_model_bytes", None), bytes):
+            session._model_bytes = None
+        self._session = session
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+    def run(
+        self,
+        hidden: NDArray[np.float32],
+        grid_index: NDArray[np.int64],
+        token_index: NDArray[np.int64],
+        key_bias: NDArray[np.float32],
+    ) -> NDArray[np.float32]:
+        """The last layer's states of the packed tokens (see the module docstring for the inputs)."""
+        feeds = {"hidden": hidden, "grid_index": grid_index, "token_index": token_index, "key_bias": key_bias}
+        states: NDArray[np.float32] = self._session.run(["states"], feeds, self._run_options)[0]
+        return states

@@ -66,7 +66,7 @@ from tokenizers import Encoding, Tokenizer
 
 from reme_service.errors import ConfigError, EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
-from reme_service.providers.embedding.bert_graph import EncoderLayer, bert_encoder_session
+from reme_service.providers.embedding.bert_graph import EncoderGraph, EncoderLayer
 
 logger = logging.getLogger("reme_service.embedding.local")
 
@@ -189,7 +189,7 @@ class _BertEncoder:
         if not layers:
             raise ConfigError("the MiniLM weights have no encoder layers")
         # the session keeps its own (repacked) copy of the layers' weights: the numpy ones are not kept
-        self._session = bert_encoder_session(layers, num_heads=num_heads, eps=eps)
+        self._graph = EncoderGraph(layers, num_heads=num_heads, eps=eps)
 
     @staticmethod
     def _prefix(tensors: dict[str, NDArray[Any]], suffix: str) -> str:
@@ -221,13 +221,9 @@ class _BertEncoder:
         grid_index = np.zeros(batch * seq, dtype=np.int64)
         grid_index[real] = np.arange(len(real))
         key_bias = np.where(flat_mask, np.float32(0.0), _MASK_BIAS).astype(np.float32)
-        feeds = {
-            "hidden": h,
-            "grid_index": grid_index.reshape(batch, seq),
-            "token_index": real.astype(np.int64),
-            "key_bias": key_bias.reshape(batch, 1, 1, seq),
-        }
-        states: NDArray[np.float32] = self._session.run(["states"], feeds)[0]
+        states = self._graph.run(
+            h, grid_index.reshape(batch, seq), real.astype(np.int64), key_bias.reshape(batch, 1, 1, seq)
+        )
         if batch == 1:
             return states.mean(axis=0, keepdims=True)
         counts = np.bincount(rows, minlength=batch)
