@@ -7,11 +7,10 @@ threads of the process), which stays comparable when other processes share the c
 
     python cookbook/bench/embedder_speed.py
     python cookbook/bench/embedder_speed.py --batch-sizes 1 8 64 --texts 1024 --words 30
-    OPENBLAS_NUM_THREADS=1 python cookbook/bench/embedder_speed.py   # BLAS on one core
 
-OpenBLAS uses every core by default and its threads spin-wait for each other at every matmul, so when other
-processes keep a core busy the local embedder slows down sharply (most at batch 1); with one BLAS thread it is
-slower on an idle machine but steady on a busy one. Compare both before drawing conclusions.
+The local embedder computes each forward pass on one thread (its onnxruntime session has no thread pool) and
+splits a batch over `threads` worker threads, so other processes on the cores slow it down in proportion, without
+the stalls of spin-waiting thread pools; the CPU time per text stays comparable on busy cores.
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ class Rate:
 async def measure(client: EmbeddingClient, texts: Sequence[str], batch_size: int, min_seconds: float) -> Rate:
     """Texts per second and CPU per text, repeating passes over `texts` until at least `min_seconds` have
     passed."""
-    await client.embed(texts[:batch_size])  # warm up (loads weights, fills BLAS buffers)
+    await client.embed(texts[:batch_size])  # warm up (loads the weights)
     done = 0
     start, cpu_start = time.perf_counter(), time.process_time()
     while True:

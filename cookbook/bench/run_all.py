@@ -213,7 +213,7 @@ def machine_info() -> dict[str, Any]:
         "ram_gib": _ram_gib(),
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
-        "versions": {name: _version(name) for name in (*packages, "chromadb", "threadpoolctl")},
+        "versions": {name: _version(name) for name in (*packages, "chromadb", "onnxruntime")},
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
         # uvicorn's "auto" loop and HTTP parser (what the service and the echo floor use) pick these when importable
         "uvicorn_loop_http": " / ".join(

@@ -30,6 +30,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+
+# onnxruntime (the local embedder's) is loaded before usearch, on purpose: usearch loads NumKong with RTLD_GLOBAL,
+# whose exported copies of libstdc++'s symbols an onnxruntime loaded afterwards binds to, and crashes at import
+# (onnxruntime 1.32, usearch 2.26, NumKong 7.8). Loaded first, onnxruntime binds the real libstdc++ at once.
+import onnxruntime  # noqa: F401
 import orjson
 from numpy.typing import NDArray
 from usearch.index import Index

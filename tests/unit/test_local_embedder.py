@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from reme_service.errors import ConfigError
-from reme_service.providers.embedding.local import MODEL_PACKAGE, LocalEmbeddingClient, gelu_
+from reme_service.providers.embedding.local import MODEL_PACKAGE, LocalEmbeddingClient
 from tests.conftest import shared_file
 
 pytestmark = pytest.mark.anyio
@@ -218,12 +217,3 @@ def test_invalid_arguments() -> None:
         LocalEmbeddingClient(max_seq_length=1000)
     with pytest.raises(ValueError, match="batch_size"):
         LocalEmbeddingClient(batch_size=0)
-
-
-def test_gelu_is_within_5e_4_of_the_exact_erf_form() -> None:
-    # the tanh form: cheaper than an erf in numpy; the reference test above holds the whole model to 0.9999
-    x = np.linspace(-12.0, 12.0, 240_001, dtype=np.float32)
-    expected = np.array([v * 0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x.astype(np.float64)])
-    result = gelu_(x.copy())
-    assert result.dtype == np.float32
-    assert np.abs(result.astype(np.float64) - expected).max() < 5e-4

