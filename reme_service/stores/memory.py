@@ -458,16 +458,19 @@ def _dot_rows(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArra
 
 
 def _top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
-    """The indices of the k highest scores, highest first (argpartition, then a sort of those k only)."""
+    """The indices of the k highest scores, highest first, equal scores in row order (a partition, then a sort of
+    those k only). The partition takes the k *lowest* of the negated scores: numpy's introselect asked for the
+    k highest directly (`kth = n - k`) slows ~16x when most scores are equal (10k scores of 6 distinct values,
+    as a bag-of-words embedder gives: 0.98 ms against 0.06)."""
     total = len(scores)
     if k >= total:
         top = np.arange(total)
     else:
         pool = _above_block_maxima(scores, k)
-        if pool is None:
-            top = np.argpartition(scores, total - k)[total - k :]
-        else:
-            top = pool[np.argpartition(scores[pool], len(pool) - k)[len(pool) - k :]]
+        top = np.argpartition(-(scores if pool is None else scores[pool]), k - 1)[:k]
+        if pool is not None:
+            top = pool[top]
+        top.sort()
     return top[np.argsort(-scores[top], kind="stable")]
 
 
@@ -480,7 +483,7 @@ def _above_block_maxima(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]
     if blocks < 4 * k:
         return None
     maxima = scores[: blocks * TOP_BLOCK].reshape(blocks, TOP_BLOCK).max(axis=1)
-    floor = np.partition(maxima, blocks - k)[blocks - k]
+    floor = -np.partition(-maxima, k - 1)[k - 1]  # the k-th highest (see `_top_rows` for the negation)
     return np.flatnonzero(scores >= floor)
 
 

@@ -27,3 +27,13 @@ def test_the_pool_is_used_for_many_scores_and_holds_every_top_row() -> None:
     assert pool is not None and len(pool) < len(scores) // 100
     assert set(np.argsort(-scores)[:10].tolist()) <= set(pool.tolist())
     assert _above_block_maxima(scores[: 30 * TOP_BLOCK], 10) is None  # too few blocks for the bound to help
+
+
+@pytest.mark.parametrize("total", [1_000, 200 * TOP_BLOCK])  # without and with the block-maxima pool
+def test_equal_scores_come_in_row_order(total: int) -> None:
+    """Few distinct scores (what a bag-of-words embedder gives): the top k are the highest, ties by row."""
+    scores = (np.random.default_rng(1).integers(0, 6, total) / 6).astype(np.float32)
+    top = _top_rows(scores, 20)
+    assert np.array_equal(scores[top], np.sort(scores)[::-1][:20])
+    pairs = list(zip(scores[top].tolist(), top.tolist(), strict=True))
+    assert pairs == sorted(pairs, key=lambda pair: (-pair[0], pair[1]))
