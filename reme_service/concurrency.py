@@ -1,16 +1,18 @@
-"""Run awaitables concurrently and fail like one call (`run_all`), and run blocking work that may hold a thread
-for long on threads of its own (`ThreadLane`): the concurrency helpers of the service."""
+"""Run awaitables concurrently and fail like one call (`run_all`), run blocking work that may hold a thread for long
+on threads of its own (`ThreadLane`), and run background work at most once at a time per key (`OnePerKey`): the
+concurrency helpers of the service."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 P = ParamSpec("P")
 
 
@@ -71,3 +73,39 @@ class ThreadLane:
     async def close(self) -> None:
         """Drop the queued calls; a running one finishes within its own budget, off the event loop."""
         await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True)
+
+
+class OnePerKey(Generic[K]):
+    """Background tasks, at most one running per key (a table's index build, its analysis): `start` does nothing
+    while the key's task runs; `wait` lasts until every task has ended (tests, benchmarks), `close` cancels them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tasks: dict[K, asyncio.Task[None]] = {}
+
+    def running(self, key: K) -> bool:
+        task = self._tasks.get(key)
+        return task is not None and not task.done()
+
+    def start(self, key: K, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `work()` in the background unless `key`'s task is running (then `work` is not called)."""
+        if self.running(key):
+            return
+        task = asyncio.create_task(work(), name=f"{self.name}-{key}")
+        self._tasks[key] = task
+        task.add_done_callback(lambda done: self._forget(key, done))
+
+    def _forget(self, key: K, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+
+    async def wait(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()

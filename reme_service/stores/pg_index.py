@@ -15,7 +15,6 @@ process (`cancel_builds`), so a drop never waits for a graph it is about to thro
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +22,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 from psycopg import sql
 
+from reme_service.concurrency import OnePerKey
 from reme_service.stores.pg_conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -83,35 +83,18 @@ class HnswBuilder:
         self._m = m
         self._ef_construction = ef_construction
         self._build_mb = build_mb
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-
-    def building(self, table: str) -> bool:
-        task = self._tasks.get(table)
-        return task is not None and not task.done()
+        self._builds: OnePerKey[str] = OnePerKey("hnsw-build")
 
     def schedule(self, table: str) -> None:
         """Build `table`'s index in the background unless this process builds it already."""
-        if self.building(table):
-            return
-        task = asyncio.create_task(self._build(table), name=f"hnsw-build-{table}")
-        self._tasks[table] = task
-        task.add_done_callback(lambda done: self._forget(table, done))
-
-    def _forget(self, table: str, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(table) is task:
-            del self._tasks[table]
+        self._builds.start(table, lambda: self._build(table))
 
     async def wait(self) -> None:
         """Until every build this process runs has ended (tests, benchmarks)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+        await self._builds.wait()
 
     async def close(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._builds.close()
 
     async def _build(self, table: str) -> None:
         try:

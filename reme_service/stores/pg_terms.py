@@ -14,7 +14,6 @@ cheap. What a table's statistics say is kept for `TTL` seconds per process.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 from psycopg import sql
 
+from reme_service.concurrency import OnePerKey
 from reme_service.stores.pg_conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class CommonTerms:
     def __init__(self, connect: Callable[[], Awaitable[Conn]]) -> None:
         self._connect = connect
         self._known: dict[str, tuple[float, frozenset[str]]] = {}
-        self._analysing: dict[str, asyncio.Task[None]] = {}
+        self._analyses: OnePerKey[str] = OnePerKey("analyse")
 
     async def of(self, conn: Conn, table: sql.Identifier) -> frozenset[str]:
         """`table`'s common terms, read with `conn` when not known (or known for longer than `TTL`)."""
@@ -71,23 +71,11 @@ class CommonTerms:
             analysed, elements, shares, rows = row
             common = common_of(elements, shares)
             if not analysed and int(rows or 0) >= ANALYZE_MIN_ROWS:
-                self._analyse_later(table, name)
+                self._analyses.start(name, lambda: self._analyse(table, name))
         if len(self._known) >= MAX_TABLES:
             self._known.clear()
         self._known[name] = (now + TTL, common)
         return common
-
-    def _analyse_later(self, table: sql.Identifier, name: str) -> None:
-        task = self._analysing.get(name)
-        if task is not None and not task.done():
-            return
-        task = asyncio.create_task(self._analyse(table, name), name=f"analyse-{name}")
-        self._analysing[name] = task
-        task.add_done_callback(lambda done: self._forget(name, done))
-
-    def _forget(self, name: str, task: asyncio.Task[None]) -> None:
-        if self._analysing.get(name) is task:
-            del self._analysing[name]
 
     async def _analyse(self, table: sql.Identifier, name: str) -> None:
         try:
@@ -105,12 +93,7 @@ class CommonTerms:
 
     async def wait(self) -> None:
         """Until the analyses this process started have ended (tests, benchmarks)."""
-        while self._analysing:
-            await asyncio.gather(*list(self._analysing.values()), return_exceptions=True)
+        await self._analyses.wait()
 
     async def close(self) -> None:
-        tasks = list(self._analysing.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._analysing.clear()
+        await self._analyses.close()
