@@ -5,8 +5,6 @@ statistics, which a search gathers for a big table never analysed — find no fu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import numpy as np
 import psycopg
 import pytest
@@ -18,7 +16,7 @@ from reme_service.stores.pg_terms import ANALYZE_MIN_ROWS, COMMON_TERM_SHARE, co
 from reme_service.stores.pgvector import PgvectorVectorStore
 from tests.contract.store_contract import make_node
 from tests.contract.test_pgvector_index_builds import table_of
-from tests.contract.test_pgvector_store import _drop_all, make_store
+from tests.contract.test_pgvector_store import store  # noqa: F401 - fixture used by name
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 pytestmark = pytest.mark.anyio
@@ -26,15 +24,6 @@ pytestmark = pytest.mark.anyio
 WORDS = ["apple", "river", "stone", "cloud", "maple", "ember", "violet", "harbor", "candle", "meadow"]
 # each in 1/12 of the rows of the big table
 FILLER = ["amber", "basil", "cedar", "delta", "fjord", "grove", "heron", "iris", "juniper", "kelp", "lotus", "moss"]
-
-
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[PgvectorVectorStore]:  # noqa: F811
-    store = make_store(pg_dsn)
-    await store.start()
-    yield store
-    await _drop_all(store)
-    await store.close()
 
 
 def text_of(i: int) -> str:
@@ -76,7 +65,7 @@ def test_common_of_reads_the_statistics_arrays() -> None:
 
 
 async def test_common_terms_come_from_an_analysis_the_search_starts(
-    store: PgvectorVectorStore,
+    store: PgvectorVectorStore,  # noqa: F811
     pg_dsn: str,  # noqa: F811
 ) -> None:
     """A big table never analysed: the first hybrid search analyses it in the background; then the terms in more
