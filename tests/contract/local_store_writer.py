@@ -4,12 +4,19 @@ Usage: `python local_store_writer.py STORE_DIR FIRST_BATCH COMPACT_AFTER_RECORDS
 returns, the batch number is printed (and flushed) on stdout. It runs until killed. With ANN_MIN_ROWS the workspace
 keeps an approximate index from that many rows (saved at each compaction), and every third batch also deletes a
 few nodes of the batch before it (`deleted_ids`), so the index follows deletes as well.
+
+`run_until_killed` is the test side: it starts this script and SIGKILLs it soon after a number of acknowledgements.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
 import sys
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +65,32 @@ async def main(store_dir: str, first: int, compact_after_records: int, ann_min_r
             await store.delete_ids(WORKSPACE, gone)
         print(batch, flush=True)
         batch += 1
+
+
+def run_until_killed(
+    store_dir: Path, first: int, wanted_acks: int, stderr_path: Path, args: Sequence[str], pause: float
+) -> list[int]:
+    """Start this writer on `store_dir` from batch `first` with `args` (COMPACT_AFTER_RECORDS [ANN_MIN_ROWS]); once
+    it has acknowledged `wanted_acks` batches, wait `pause` s and SIGKILL it. The acknowledged batches, in order."""
+    from tests.conftest import REPO_ROOT  # the test side only: the writer process does not import pytest's conftest
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, str(Path(__file__)), str(store_dir), str(first), *args]
+    with open(stderr_path, "ab") as stderr:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO_ROOT)
+        watchdog = threading.Timer(60, proc.kill)
+        watchdog.start()
+        acked: list[int] = []
+        try:
+            assert proc.stdout is not None
+            while len(acked) < wanted_acks and (line := proc.stdout.readline()):
+                acked.append(int(line))
+            threading.Event().wait(pause)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            rest, _ = proc.communicate(timeout=30)
+            watchdog.cancel()
+    return acked + [int(token) for token in rest.split()]
 
 
 if __name__ == "__main__":

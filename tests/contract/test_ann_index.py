@@ -5,9 +5,6 @@ enough, saved with the local store's snapshot and trusted again only when it mat
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +21,6 @@ from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.memory import INLINE_ROWS, MemoryVectorStore, WorkspaceState
 from reme_service.stores.params import AnnParams, LocalStoreParams, MemoryStoreParams
 from tests.conditions import until
-from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 
 pytestmark = pytest.mark.anyio
@@ -191,23 +187,8 @@ def crash(store: LocalVectorStore) -> None:
 
 def _run_writer_until_killed(store_dir: Path, first: int, wanted_acks: int, stderr_path: Path) -> list[int]:
     """The index variant of the writer (test_local_store's kill -9 test), killed soon after `wanted_acks` acks."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, str(Path(writer.__file__)), str(store_dir), str(first), "4", "1"]
-    with open(stderr_path, "ab") as stderr:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO_ROOT)
-        watchdog = threading.Timer(60, proc.kill)
-        watchdog.start()
-        acked: list[int] = []
-        try:
-            assert proc.stdout is not None
-            while len(acked) < wanted_acks and (line := proc.stdout.readline()):
-                acked.append(int(line))
-            threading.Event().wait(np.random.default_rng(wanted_acks).uniform(0.0, 0.01))
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            rest, _ = proc.communicate(timeout=30)
-            watchdog.cancel()
-    return acked + [int(token) for token in rest.split()]
+    pause = np.random.default_rng(wanted_acks).uniform(0.0, 0.01)
+    return writer.run_until_killed(store_dir, first, wanted_acks, stderr_path, ["4", "1"], pause)
 
 
 async def test_kill_9_during_index_updates_loses_nothing_and_the_index_agrees(tmp_path: Path) -> None:

@@ -7,10 +7,7 @@ import errno
 import os
 import random
 import resource
-import signal
 import stat
-import subprocess
-import sys
 import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -29,7 +26,6 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores import node_table
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.params import AnnParams, LocalStoreParams
-from tests.conftest import REPO_ROOT
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
     DIM,
@@ -460,23 +456,7 @@ async def test_every_write_is_fsynced_before_it_returns(tmp_path: Path, monkeypa
 
 def _run_writer_until_killed(store_dir: Path, first: int, wanted_acks: int, stderr_path: Path) -> list[int]:
     """Start the writer, SIGKILL it soon after it acknowledged `wanted_acks` batches; the acknowledged batches."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, str(Path(writer.__file__)), str(store_dir), str(first), "5"]
-    with open(stderr_path, "ab") as stderr:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO_ROOT)
-        watchdog = threading.Timer(60, proc.kill)
-        watchdog.start()
-        acked: list[int] = []
-        try:
-            assert proc.stdout is not None
-            while len(acked) < wanted_acks and (line := proc.stdout.readline()):
-                acked.append(int(line))
-            threading.Event().wait(random.uniform(0.0, 0.01))
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            rest, _ = proc.communicate(timeout=30)
-            watchdog.cancel()
-    return acked + [int(token) for token in rest.split()]
+    return writer.run_until_killed(store_dir, first, wanted_acks, stderr_path, ["5"], random.uniform(0.0, 0.01))
 
 
 async def _check_after_crash(store_dir: Path, acked: set[int], in_flight: set[int], *, close: bool) -> int:
