@@ -39,15 +39,24 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, turns_of
+from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, session_dates, turns_of
 from numpy.typing import NDArray
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonuses, diversify, group_scores
+from reme_service.ops.vector_store.periods import query_periods, written_in
+from reme_service.ops.vector_store.rescore import (
+    QueryCues,
+    Rescoring,
+    asks_for_list,
+    cue_bonuses,
+    diversify,
+    group_scores,
+)
 from reme_service.stores.lexical import LexicalIndex, fuse
 
 POOL = 50  # candidates rescored (RecallVectorStoreOp fetches max(2 * top_k, rescore_pool))
@@ -72,9 +81,23 @@ class Conversation:
     vectors: dict[str, NDArray[np.float32]] = field(default_factory=dict)
     lexical: dict[tuple[str, bool], NDArray[np.float32]] = field(default_factory=dict)  # (texts, stem) -> (q, n)
     cues: dict[str, NDArray[np.float32]] = field(default_factory=dict)  # cue -> (q, n) unit bonuses
+    written: list[NDArray[np.float64]] = field(default_factory=list)  # per question: 1 for turns of a named period
+    lists: list[bool] = field(default_factory=list)  # per question: it asks for a list (`rescore.asks_for_list`)
 
 
-def conversation_of(sample: dict[str, Any]) -> Conversation:
+def with_captions(sample: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `sample` whose turns that share an image end with its caption (as `locomo_personal.py` writes)."""
+    copy = json.loads(json.dumps(sample))
+    for value in copy["conversation"].values():
+        for turn in value if isinstance(value, list) else []:
+            if turn.get("blip_caption"):
+                turn["text"] = f"{turn['text']} [shares a photo: {turn['blip_caption']}]"
+    return copy
+
+
+def conversation_of(sample: dict[str, Any], moment: datetime | None = None) -> Conversation:
+    """The conversation's turns and questions; the periods its questions name are read against `moment` (default:
+    now, as the service reads them) and matched with each turn's session date (`periods.written_in`)."""
     turns = turns_of(sample)
     own = [memory_of(t)["content"] for t in turns]
     context = []
@@ -86,10 +109,15 @@ def conversation_of(sample: dict[str, Any]) -> Conversation:
         sentences = [s for s in SENTENCE_RE.split(turn["text"]) if s.strip()]
         parts.append([f"{turn['speaker']}: {s}" for s in sentences] if len(sentences) > 1 else [])
     conv = Conversation(str(sample["sample_id"]), [t["dia_id"] for t in turns], own, context, parts)
+    dates = session_dates(sample)
+    written_at = [dates.get(session_of(d)) for d in conv.dia_ids]
     for question in sample["qa"]:
         evidence = evidence_of(question)
         if question.get("category") in CATEGORIES and evidence:
             conv.questions.append((question["question"], evidence, CATEGORIES[question["category"]]))
+            periods = query_periods(question["question"], moment or datetime.now())
+            conv.written.append(np.array([float(written_in(at, periods)) for at in written_at]))
+            conv.lists.append(asks_for_list(question["question"]))
     return conv
 
 
@@ -145,6 +173,8 @@ class Config:
     diverse: float = 0.0  # penalty of a turn whose session is already among the chosen ones
     diverse_free: int = 0  # turns of a session chosen before its next one is penalised
     pool: int = POOL  # candidates rescored
+    period: float = 0.0  # bonus of a turn said in a period the question names (before the pool is cut)
+    list_diverse: float | None = None  # `diverse` for questions asking for a list (None: `diverse`)
 
     def label(self) -> str:
         parts = [f"w={self.weight:g}"] + [name for name in ("stem", "neighbour", "maxsim") if getattr(self, name)]
@@ -153,6 +183,8 @@ class Config:
         parts += [f"group={self.group_mode}"] if self.session and self.group_mode != "sum" else []
         parts += [f"diverse={self.diverse:g}/{self.diverse_free}"] if self.diverse else []
         parts += [f"pool={self.pool}"] if self.pool != POOL else []
+        parts += [f"period={self.period:g}"] if self.period else []
+        parts += [f"list={self.list_diverse:g}"] if self.list_diverse is not None else []
         return " ".join(parts)
 
 
@@ -160,7 +192,9 @@ def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
     """The top 5 turns of question `qi` under `config` (what the service would return)."""
     texts = "context" if config.neighbour else "own"
     cosine = conv.vectors["maxsim"][qi] if config.maxsim else conv.vectors[texts] @ conv.vectors["query"][qi]
-    fused = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight)
+    fused = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight).astype(np.float64)
+    if config.period:  # the op searches the period too, so its turns compete for the pool with their bonus
+        fused = fused + config.period * conv.written[qi]
     pool = np.argpartition(-fused, min(config.pool, len(fused) - 1))[: config.pool]
     scores = fused[pool].astype(np.float64)
     base = scores.copy()
@@ -170,9 +204,11 @@ def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
     if config.session:
         scores += config.session * group_scores(sessions, base, config.group_mode)
     order = sorted(range(len(pool)), key=lambda j: (-scores[j], int(pool[j])))
-    if config.diverse:
+    listing = config.list_diverse is not None and conv.lists[qi]
+    penalty = config.list_diverse if listing and config.list_diverse is not None else config.diverse
+    if penalty:
         weights = Rescoring(diversity=config.diverse, diversity_free=config.diverse_free)
-        order = diversify(order, sessions, scores, 5, weights)
+        order = diversify(order, sessions, scores, 5, weights, penalty)
     return [int(pool[j]) for j in order[:5]]
 
 
@@ -279,7 +315,29 @@ def grids(kept: Config, pools: tuple[int, ...] = (20, 50)) -> dict[str, Callable
         "combined": lambda: combined(kept),
         "two-stage": lambda: two_stage(kept, pools),
         "pool": lambda: pools(kept),
+        "period": lambda: session_step(kept, lists=(None,), diverse=(0.1,), sessions=(0.5,)),
+        "list": lambda: session_step(kept, periods=(0.0,), diverse=(0.1,), sessions=(0.5,)),
+        "session-step": lambda: session_step(kept),
     }
+
+
+SERVICE = {"weight": 0.4, "group_mode": "max", "pool": 20}  # the two-stage choice (W = 3, pool 20)
+
+
+def session_step(
+    kept: Config,
+    periods: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5),
+    lists: tuple[float | None, ...] = (None, 0.2, 0.3, 0.5, 1.0),
+    diverse: tuple[float, ...] = (0.05, 0.1, 0.2),
+    sessions: tuple[float, ...] = (0.3, 0.5, 0.7),
+) -> Iterable[Config]:
+    """Over the two-stage choice: the bonus of a turn said in a period the question names (`period_boost`), the
+    diversification of questions asking for a list (`list_diversity`), re-tuned with the session weight and the
+    diversification of the others."""
+    boosts = tuple((cue, CHOSEN.get(cue, value)) for cue, value in kept.boosts)
+    for period, listing, diversity, session in itertools.product(periods, lists, diverse, sessions):
+        yield Config(**{**kept.__dict__, **SERVICE, "boosts": boosts, "session": session, "diverse": diversity,
+                        "period": period, "list_diverse": listing})  # fmt: skip
 
 
 def pools(kept: Config) -> Iterable[Config]:
@@ -347,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--categories", action="store_true", help="print the cross-validated figures per category")
     parser.add_argument("--ceiling", action="store_true", help="print the session recall@5 reachable by diversifying")
+    parser.add_argument("--captions", action="store_true", help="turns that share an image end with its caption")
     parser.add_argument("--pools", type=int, nargs="+", default=[20, 50], help="pool sizes the two-stage grid tries")
     parser.add_argument(
         "--session-weight",
@@ -359,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
     data = json.loads(args.data.read_text(encoding="utf-8"))
-    convs = [conversation_of(sample) for sample in data]
+    convs = [conversation_of(with_captions(sample) if args.captions else sample) for sample in data]
     texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
     texts += [q for c in convs for q, _, _ in c.questions]
     print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")

@@ -4,8 +4,10 @@ returns, and its latency.
 Every dialogue turn of every conversation is stored as one memory with the `vector_store` flow's `insert`
 action (one workspace per conversation): `content` = "<speaker>: <text>", `when_to_use` (the embedded, indexed
 text) the same line preceded by the turn before it in its session (neighbour context; `--no-neighbour` indexes the
-turn alone), metadata `dia_id` and `session` ("D3"). Every question of categories 1-4 (single-hop, temporal,
-open-domain, multi-hop) with evidence is a `retrieve_task_memory` query with `top_k=5`. No LLM is involved.
+turn alone), metadata `dia_id` and `session` ("D3"), and `time_created` the session's date (a memory is written
+when its turn was said: questions naming a period, "in July 2023", match it). Every question of categories 1-4
+(single-hop, temporal, open-domain, multi-hop) with evidence is a `retrieve_task_memory` query with `top_k=5`. No
+LLM is involved.
 
 Per question: turn hit@1 / hit@5 (an evidence turn first / among the first five), recall@5 (the share of its
 evidence turns among the first five); session recall@5 (every evidence session — the "D3" of "D3:7" — is the
@@ -37,18 +39,21 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from reme_service.app import ReMeApp
 from reme_service.ops.working.token_count import TokenizerTokenCounter
+from reme_service.schema.memory import TIME_FORMAT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 CATEGORIES = {1: "single-hop", 2: "temporal", 3: "open-domain", 4: "multi-hop"}
+UNSCORED = "speaker_boost=0, time_boost=0, period_boost=0, group_weight=0, list_diversity=None"  # no bonuses
 RECALL = {
-    "vector": "RecallVectorStoreOp(hybrid=False, speaker_boost=0, time_boost=0, group_weight=0)",
-    "fusion": "RecallVectorStoreOp(lexical_weight=0.3, speaker_boost=0, time_boost=0, group_weight=0)",
+    "vector": f"RecallVectorStoreOp(hybrid=False, {UNSCORED})",
+    "fusion": f"RecallVectorStoreOp(lexical_weight=0.3, {UNSCORED})",
     "hybrid": "RecallVectorStoreOp()",
 }
 NEIGHBOUR_MODES = ("hybrid",)  # the modes whose memories are indexed with the turn before them
@@ -71,23 +76,37 @@ def session_of(dia_id: str) -> str:
     return str(dia_id).split(":")[0]
 
 
-def memory_of(turn: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A turn as a memory; with `previous` (the turn before it in its session) that turn is indexed with it."""
+def session_dates(sample: dict[str, Any]) -> dict[str, str]:
+    """Session ("D3") -> its date as `time_created` text (LoCoMo's "1:56 pm on 8 May, 2023")."""
+    dates = {}
+    for key, value in sample["conversation"].items():
+        if key.startswith("session_") and key.endswith("_date_time"):
+            moment = datetime.strptime(str(value), "%I:%M %p on %d %B, %Y")
+            dates[f"D{key.split('_')[1]}"] = moment.strftime(TIME_FORMAT)
+    return dates
+
+
+def memory_of(
+    turn: dict[str, Any], previous: dict[str, Any] | None = None, dates: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A turn as a memory; with `previous` (the turn before it in its session) that turn is indexed with it; with
+    `dates` (`session_dates`) it is written at its session's date."""
     text = f"{turn['speaker']}: {turn['text']}"
     indexed = f"{previous['speaker']}: {previous['text']}\n{text}" if previous is not None else text
-    return {
-        "when_to_use": indexed,
-        "content": text,
-        "metadata": {"dia_id": turn["dia_id"], "session": session_of(turn["dia_id"])},
-    }
+    session = session_of(turn["dia_id"])
+    memory = {"when_to_use": indexed, "content": text, "metadata": {"dia_id": turn["dia_id"], "session": session}}
+    if dates and session in dates:
+        memory["time_created"] = memory["time_modified"] = dates[session]
+    return memory
 
 
 def memories_of(sample: dict[str, Any], *, neighbour: bool = True) -> list[dict[str, Any]]:
     turns = turns_of(sample)
+    dates = session_dates(sample)
     out = []
     for i, turn in enumerate(turns):
         previous = turns[i - 1] if i and session_of(turns[i - 1]["dia_id"]) == session_of(turn["dia_id"]) else None
-        out.append(memory_of(turn, previous if neighbour else None))
+        out.append(memory_of(turn, previous if neighbour else None, dates))
     return out
 
 

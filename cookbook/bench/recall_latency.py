@@ -35,7 +35,7 @@ from reme_service.app import ReMeApp
 from reme_service.config.loader import FLOWS_DIR
 
 FLOWS = {
-    "plain": "RecallVectorStoreOp(speaker_boost=0, time_boost=0, group_weight=0)",
+    "plain": "RecallVectorStoreOp(speaker_boost=0, time_boost=0, period_boost=0, group_weight=0, list_diversity=None)",
     "rescored": "RecallVectorStoreOp()",
 }
 

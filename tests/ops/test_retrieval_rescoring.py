@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,16 @@ import numpy as np
 import pytest
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.rescore import QueryCues, Rescoring, cue_bonus, diversify, rescore, speaker_of
+from reme_service.ops.vector_store.periods import period_filter, query_periods, written_in
+from reme_service.ops.vector_store.rescore import (
+    QueryCues,
+    Rescoring,
+    asks_for_list,
+    cue_bonus,
+    diversify,
+    rescore,
+    speaker_of,
+)
 from reme_service.stores.lexical import LexicalIndex, light_stem, tokenize
 
 pytestmark = pytest.mark.anyio
@@ -96,15 +106,55 @@ def test_diversify_puts_an_uncovered_group_before_a_further_item_of_a_covered_on
     assert diversify(order, groups, scores, 3, Rescoring(diversity=0.3, diversity_free=1)) == [0, 1, 3]
 
 
+def test_list_questions_are_diversified_by_their_own_penalty() -> None:
+    for question in (
+        "What books has Melanie read?",
+        "What activities does Melanie partake in?",
+        "How many times has Melanie gone to the beach in 2023?",
+        "What do Jon and Gina both have in common?",
+        "What are Melanie's pets' names?",
+        "What has Melanie painted?",
+    ):
+        assert asks_for_list(question), question
+    for question in ("What did Caroline research?", "When did Melanie paint a sunrise?", "Where is Jon's studio?"):
+        assert not asks_for_list(question), question
+    weights = Rescoring(diversity=0.1, list_diversity=1.0)
+    assert weights.diversity_for("What books has Melanie read?") == 1.0
+    assert weights.diversity_for("What did Caroline research?") == 0.1
+    assert Rescoring(diversity=0.1).diversity_for("What books has Melanie read?") == 0.1  # None: `diversity`
+    scores = np.array([0.9, 0.85, 0.7])
+    groups = ["s1", "s1", "s2"]
+    assert diversify([0, 1, 2], groups, scores, 2, Rescoring(diversity=0.1)) == [0, 1]
+    assert diversify([0, 1, 2], groups, scores, 2, Rescoring(diversity=0.1), penalty=1.0) == [0, 2]
+
+
+def test_the_periods_a_query_names_are_time_created_bounds() -> None:
+    moment = datetime(2024, 1, 10, 12, 0)
+    july = ("2023-07-01 00:00:00", "2023-08-01 00:00:00")
+    assert query_periods("What did Mel and her kids paint in July 2023?", moment) == [july]
+    assert query_periods("What did Mel and her kids paint?", moment) == []
+    assert query_periods("What did Jon do last year?", moment) == [("2023-01-01 00:00:00", "2024-01-01 00:00:00")]
+    assert len(query_periods("Where was John between August 11 and August 15 2023, or on May 3, 2023?", moment)) == 2
+    assert written_in("2023-07-15 13:56:00", [july]) and written_in("2023-07-01 00:00:00", [july])
+    assert not written_in("2023-08-01 00:00:00", [july]) and not written_in(None, [july])
+    flt = period_filter(july, {"metadata.memory_type": "task"})
+    assert flt == {"metadata.memory_type": "task", "metadata.time_created": {"gte": july[0], "lt": july[1]}}
+
+
 @pytest.fixture
 async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
     overlay = tmp_path / "plain.yaml"
     overlay.write_text(
         "flow:\n  retrieve_unscored:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
-        "time_boost=0, group_weight=0, diversity=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "time_boost=0, period_boost=0, group_weight=0, diversity=0, list_diversity=None) "
+        ">> RerankMemoryOp(enable_llm_rerank=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
         "  retrieve_grouped:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
         "time_boost=0, group_weight=1.0, group_mode='sum', diversity=0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
+        "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
+        "  retrieve_listing:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
+        "time_boost=0, period_boost=0, group_weight=0, diversity=0, list_diversity=1.0) "
+        ">> RerankMemoryOp(enable_llm_rerank=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
         "  retrieve_diverse:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(speaker_boost=0, "
         "time_boost=0, group_weight=0, diversity=1.0) >> RerankMemoryOp(enable_llm_rerank=False)\n"
@@ -205,3 +255,42 @@ async def test_the_recall_op_diversifies_the_returned_sessions(app: ReMeApp) -> 
     ]
     # a second D1 turn is penalised by a whole score: D2's weaker turn comes second
     assert await first(app, "retrieve_diverse", query) == ["Ann: apple pie recipe with cinnamon", "Ann: an apple pie"]
+
+
+async def test_the_recall_op_lifts_the_memories_written_in_the_period_the_query_names(app: ReMeApp) -> None:
+    def written(text: str, session: str, when: str) -> dict[str, Any]:
+        return {**turn("Ann", text, session), "time_created": when, "time_modified": when}
+
+    await insert(
+        app,
+        [
+            written("we made a rye loaf, the kids loved it", "D9", "2023-07-14 10:00:00"),
+            *[
+                written(f"the kids had a day out, number {i}", f"D{i % 5}", f"2023-0{1 + i % 5}-02 09:00")
+                for i in range(30)
+            ],
+        ],
+    )
+    query = "What did Ann bake with the kids in July 2023?"
+    result = await app.async_execute(name="retrieve_unscored", workspace_id="ws", query=query, top_k=20)
+    plain = [m["content"] for m in result["metadata"]["memory_list"]]
+    assert "Ann: we made a rye loaf, the kids loved it" not in plain  # beyond the pool the first search fills
+    # the period's own search brings it in, and its bonus puts it first
+    assert (await first(app, "retrieve_task_memory", query))[0] == "Ann: we made a rye loaf, the kids loved it"
+    assert "rye" not in (await first(app, "retrieve_task_memory", "What did Ann bake with the kids in May 2023?"))[0]
+
+
+async def test_the_recall_op_spreads_a_list_question_over_sessions(app: ReMeApp) -> None:
+    await insert(
+        app,
+        [
+            turn("Ann", "I read the book Dune by Frank Herbert", "D1"),
+            turn("Ann", "I read the book Emma by Jane Austen", "D1"),
+            turn("Ann", "my sister lent me a novel", "D2"),
+            *[{"when_to_use": f"filler line number {i}", "content": f"filler {i}"} for i in range(10)],
+        ],
+    )
+    one = await first(app, "retrieve_listing", "Which book did Ann read?")
+    assert {text.split(" by ")[0] for text in one} == {"Ann: I read the book Dune", "Ann: I read the book Emma"}
+    listed = await first(app, "retrieve_listing", "What books has Ann read?")
+    assert listed[1] == "Ann: my sister lent me a novel"  # D2 before D1's second turn

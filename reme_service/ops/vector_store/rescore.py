@@ -12,6 +12,9 @@ each candidate's score (scores are in [0, 1]; the default bonuses are a fifth to
 * `number_boost` — a number of the query (`\\d+`, e.g. a year) found as a number in the candidate;
 * `time_boost` — the query asks *when* (`time_expressions.asks_about_time`) and the candidate mentions time
   (`has_time_word`: "yesterday", "last week", a month, a date);
+* `period_boost` — the query names a period ("in May 2023", "on 3 June, 2023") and the memory was written within
+  it (its `time_created`): added by the op before the pool is cut (`ops/vector_store/periods.py`), so it counts in
+  the group scores too;
 * `group_weight` — two-stage group → item search: candidates that share a group (in the op `metadata[group_key]`,
   e.g. the session a turn belongs to) are scored as a group first, and each candidate gets `group_weight` × its
   group's score over the best group's. `group_mode` says how a group is scored from its candidates' search
@@ -19,7 +22,9 @@ each candidate's score (scores are in [0, 1]; the default bonuses are a fifth to
 
 `diversify` then picks the returned items in that order, but with `diversity` taken off a candidate's score per
 candidate of its group already picked beyond the first `diversity_free`: a turn of a not yet covered session
-can come before a further turn of a session already represented.
+can come before a further turn of a session already represented. A query that asks for several things
+(`asks_for_list`: "What books has Melanie read?", "How many times ...", "... both ...") is diversified by
+`list_diversity` instead: its answer is spread over several sessions more often than a single fact's.
 
 Every bonus is off at 0. Which are on by default, and at what weights, was chosen by leave-one-conversation-out
 cross-validation on LoCoMo dev (`cookbook/bench/locomo_cv.py`, docs/retrieval_quality.md).
@@ -48,6 +53,14 @@ _NAME_RE = re.compile(r"\b[A-Z][\w'-]*\w\b")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
 _QUOTED_RE = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|(?<!\w)'([^']{2,})'(?!\w)")
 _POSSESSIVE_RE = re.compile(r"'s?$")
+# questions whose answer is a list or a count: "both", "how many", "what are", "what books has/did ...",
+# "what has X done" (English; chosen on LoCoMo dev: 114 of 760 questions, 72 of them with several evidence sessions)
+_LIST_RE = re.compile(
+    r"\bboth\b|\bhow many\b|^\W*(?:what|which)\s+(?:are|were)\b"
+    r"|^\W*(?:what|which)\s+(?:\w+\s+)?\w{3,}s\s+(?:has|have|did|does|do|is|are)\b"
+    r"|^\W*what\s+(?:\w+\s+){0,2}(?:has|have)\b",
+    re.IGNORECASE,
+)
 SPEAKER_MAX = 40  # the longest speaker name a "<Name>: " line prefix may hold
 TEXT_CACHE = 32_768  # candidate texts whose cues are kept (a few MB; a LoCoMo conversation has ~600 turns)
 
@@ -62,16 +75,31 @@ class Rescoring(BaseModel):
     phrase_boost: float = 0.0
     number_boost: float = 0.0
     time_boost: float = 0.0
+    period_boost: float = Field(default=0.0, ge=0.0)
     group_weight: float = 0.0
     group_mode: Literal["sum", "max"] = "sum"
     diversity: float = Field(default=0.0, ge=0.0)
     diversity_free: int = Field(default=0, ge=0)
+    list_diversity: float | None = Field(default=None, ge=0.0)  # for list questions; None: `diversity`
 
     @property
     def active(self) -> bool:
         """Whether any bonus (or the diversification) changes the search order."""
         weights = (self.speaker_boost, self.name_boost, self.phrase_boost, self.number_boost, self.time_boost)
-        return any(value > 0.0 for value in (*weights, self.group_weight, self.diversity))
+        spread = (self.diversity, self.list_diversity or 0.0)
+        return any(value > 0.0 for value in (*weights, self.period_boost, self.group_weight, *spread))
+
+    def diversity_for(self, query: str) -> float:
+        """The diversification penalty for `query`: `list_diversity` when it asks for a list, else `diversity`."""
+        if self.list_diversity is not None and asks_for_list(query):
+            return self.list_diversity
+        return self.diversity
+
+
+def asks_for_list(query: str) -> bool:
+    """Whether a question asks for several things or a count ("What books has Melanie read?", "How many times
+    ...?", "What do Jon and Gina both like?"): English rules."""
+    return _LIST_RE.search(query) is not None
 
 
 class QueryCues:
@@ -171,15 +199,22 @@ def rescore(
 
 
 def diversify(
-    order: Sequence[int], groups: Sequence[str | None], scores: NDArray[np.float64], k: int, weights: Rescoring
+    order: Sequence[int],
+    groups: Sequence[str | None],
+    scores: NDArray[np.float64],
+    k: int,
+    weights: Rescoring,
+    penalty: float | None = None,
 ) -> list[int]:
     """The first `k` of `order` (items by score, best first), picked greedily: the next is the best by its score
-    less `weights.diversity` per item of its group already picked beyond the first `diversity_free` (ties: earlier
-    in `order`). Items in no group are never penalised. With no diversity, the first `k` of `order`.
+    less `penalty` (default `weights.diversity`) per item of its group already picked beyond the first
+    `diversity_free` (ties: earlier in `order`). Items in no group are never penalised. With no diversity, the first
+    `k` of `order`.
 
     Within a group the penalty is the same for every item, so only each group's first item left can be next: a
     pick compares one item per group, not every item."""
-    penalty, free = weights.diversity, weights.diversity_free
+    penalty = weights.diversity if penalty is None else penalty
+    free = weights.diversity_free
     if penalty <= 0.0:
         return list(order[:k])
     queues: dict[str | None, deque[tuple[int, int]]] = {}  # group -> (position in order, item), None: no group
