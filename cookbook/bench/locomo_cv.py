@@ -14,7 +14,11 @@ it in its session: "prev\\nturn"), `maxsim` (a turn's score is the best cosine o
 sentences), `speaker`, `name`, `phrase`, `number`, `time` (rescore bonuses), `session` (group → item: turns of
 sessions with many strong candidates lifted), `diverse` (a turn penalised per turn of its session already chosen),
 `combined` (the kept techniques tuned jointly), `two-stage` (over the combined choice: the session scored by the
-sum or the best of its candidates, its weight, the diversification of the top 5 and the pool size) and `pool`.
+sum or the best of its candidates, its weight, the diversification of the top 5 and the pool size), `pool`, and over
+the two-stage choice `period` (a turn said in a period the question names: bonus, the period searched too — each
+turn is dated by its session), `list` (a larger diversification for questions asking for a list) and both,
+re-tuned with the session weight and diversity, `session-step`. `--captions` appends a shared image's caption to
+its turn.
 The bonuses, session scores and diversification are the service's own functions (`rescore.cue_bonuses`,
 `group_scores`, `diversify`). Metrics: turn hit@1 / hit@5 / recall@5, and session recall@5 (every evidence session
 among the sessions of the top 5 turns) and session hit@1 (the top turn's session is an evidence session).
@@ -25,6 +29,7 @@ two-stage defaults are the choice at W = 3, pool 20: docs/retrieval_quality.md).
     .venv/bin/python cookbook/bench/locomo_cv.py                       # all techniques, MiniLM
     .venv/bin/python cookbook/bench/locomo_cv.py --only base stem speaker
     .venv/bin/python cookbook/bench/locomo_cv.py --only two-stage --session-weight 3 --pools 20
+    .venv/bin/python cookbook/bench/locomo_cv.py --only period list session-step --session-weight 3 --pools 20
 """
 
 from __future__ import annotations

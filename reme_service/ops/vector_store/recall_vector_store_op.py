@@ -139,8 +139,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
                 if len(unique) >= top_k and rescoring.diversity <= 0.0 and not rescoring.list_diversity:
                     break
         memories: list[BaseMemory] = []
-        penalty = rescoring.diversity_for(query) if rescoring.list_diversity is not None else None
-        for i in diversify(unique, groups, scores, top_k, rescoring, penalty):
+        for i in diversify(unique, groups, scores, top_k, rescoring, rescoring.diversity_for(query)):
             memory = memory_from_node(hits[i].node)
             memory.relevance = round(hits[i].score, 6)
             memories.append(memory)
