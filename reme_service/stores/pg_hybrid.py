@@ -62,26 +62,27 @@ class HybridQuery:
 
 def hybrid_statement(table: sql.Identifier, where: sql.Composable | None, spec: HybridQuery) -> sql.Composed:
     """The best `spec.top_k` rows `(id, content, metadata, fused score, seq)`, best first; a query with no
-    distinctive term has no full-text candidates. The fused score is computed in `real` arithmetic step by step as
-    numpy does it in float32, so both rank alike. The row counts are literals, not parameters: with them known, the
-    plan PostgreSQL keeps for the prepared statement is the one it would make for each call (with `LIMIT $n` it
-    falls back to a generic plan three times as costly), and planning is not paid on every call."""
+    distinctive term has no full-text candidates. Each candidate list computes the cosine and the rank of the rows
+    it reads (the row is at hand: no second visit of each candidate), the union drops the rows both found, and only
+    the `top_k` fused best are read again for their content. The fused score is computed in `real` arithmetic step
+    by step as numpy does it in float32, so both rank alike. The row counts are literals, not parameters: with them
+    known, the plan PostgreSQL keeps for the prepared statement is the one it would make for each call (with
+    `LIMIT $n` it falls back to a generic plan three times as costly), and planning is not paid on every call."""
     condition = where or sql.SQL("TRUE")
     k, n = sql.Literal(int(spec.candidates)), sql.Literal(int(spec.top_k))
-    full_text = bool(spec.searched)
-    nearest = sql.SQL("SELECT id FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT {k}").format(
-        t=table, w=condition, k=k
+    scored = sql.SQL("id, seq, (-(embedding <#> %(q)s::vector))::real AS cos, ts_rank(lex, (SELECT tq FROM qq)) AS r")
+    nearest = sql.SQL("SELECT {s} FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT {k}").format(
+        s=scored, t=table, w=condition, k=k
     )
     matching = sql.SQL(
-        "SELECT id FROM {t} WHERE ({w}) AND lex @@ (SELECT lq FROM qq) "
+        "SELECT {s} FROM {t} WHERE ({w}) AND lex @@ (SELECT lq FROM qq) "
         "ORDER BY ts_rank(lex, (SELECT lq FROM qq)) DESC LIMIT {k}"
-    ).format(t=table, w=condition, k=k)
-    candidates = sql.SQL("({}) UNION ({})").format(nearest, matching) if full_text else nearest
+    ).format(s=scored, t=table, w=condition, k=k)
+    candidates = sql.SQL("({}) UNION ({})").format(nearest, matching) if spec.searched else nearest
     return sql.SQL(
         # the queries parsed once (a function call in a row's expression would run for every row)
         "WITH qq AS (SELECT to_tsquery('simple', %(tq)s) AS tq, to_tsquery('simple', %(lq)s) AS lq), "
-        "s AS (SELECT t.id, t.seq, (-(t.embedding <#> %(q)s::vector))::real AS cos, "
-        "ts_rank(t.lex, (SELECT tq FROM qq)) AS r FROM ({c}) c JOIN {t} t ON t.id = c.id), "
+        "s AS ({c}), "
         "m AS (SELECT max(r) AS top FROM s), "
         "f AS (SELECT s.id, s.seq, CASE WHEN m.top > 0 THEN "
         "(1 - %(w)s::float8)::real * greatest(least(s.cos, 1::real), 0::real) + (%(w)s::float8 / m.top)::real * s.r "
