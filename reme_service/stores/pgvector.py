@@ -508,7 +508,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self,
         action: str,
         workspace_id: str,
-        read: Callable[[Conn, sql.Identifier, int], Awaitable[T]],
+        read: Callable[[Conn, str, int], Awaitable[T]],
         empty: T,
         *,
         search: bool = False,
@@ -531,7 +531,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                         check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
                 assert entry.dim is not None
                 try:
-                    result = await read(conn, sql.Identifier(entry.tbl), entry.dim)
+                    result = await read(conn, entry.tbl, entry.dim)
                 except psycopg.errors.UndefinedTable:
                     self._rows.forget(workspace_id)
                     if attempt == 3:
@@ -591,7 +591,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         columns = sql.SQL("id, content, metadata::text{}").format(sql.SQL(", embedding::text" if with_vectors else ""))
         where = native.where or sql.SQL("TRUE")
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[VectorNode]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[VectorNode]:
+            table = sql.Identifier(table_name)
             query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq").format(columns, table, where)
             rows = await (await conn.execute(query, native.params)).fetchall()
             return [self._node(workspace_id, row, with_vector=with_vectors) for row in rows]
@@ -640,7 +641,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if not native.exact:
             return await super().search_vector(workspace_id, vector, top_k=top_k, filter=filter)
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            table = sql.Identifier(table_name)
             query = as_query(vector, workspace_id, dim)
             if plan.impossible or native.impossible:
                 return []
@@ -676,8 +678,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             vector = (await self.embedder.embed([query]))[0]
         candidates = candidate_count(top_k)
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
-            common = await self._common_terms.of(conn, table)
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            common = await self._common_terms.of(conn, table_name)
             searched = [term for term in terms if term not in common]
             spec = HybridQuery(
                 vector=_vector_text(as_query(vector, workspace_id, dim)),
@@ -687,7 +689,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 top_k=top_k,
                 weight=lexical_weight,
             )
-            statement = hybrid_statement(table, native.where, spec)
+            statement = hybrid_statement(table_name, native.where, spec)
             params = {**native.params, **spec.params()}
             if self.params.index == "hnsw" and candidates > self.params.ef_search:
                 async with conn.transaction():
@@ -707,7 +709,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
     ) -> list[SearchHit]:
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            table = sql.Identifier(table_name)
             return await self._search_rows(conn, workspace_id, table, query, top_k, native)
 
         return await self._read_table("searching", workspace_id, read, [], search=True)
@@ -752,7 +755,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if not ids:
             return []
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[VectorNode]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[VectorNode]:
+            table = sql.Identifier(table_name)
             query = sql.SQL("SELECT id, content, metadata::text, embedding::text FROM {} WHERE id = ANY(%s)").format(
                 table
             )
