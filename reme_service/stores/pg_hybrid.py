@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from psycopg import sql
 
@@ -60,32 +61,49 @@ class HybridQuery:
         return {"q": self.vector, "tq": self.ranked, "lq": self.searched, "w": self.weight}
 
 
-def hybrid_statement(table: sql.Identifier, where: sql.Composable | None, spec: HybridQuery) -> sql.Composed:
-    """The best `spec.top_k` rows `(id, content, metadata, fused score, seq)`, best first; a query with no
-    distinctive term has no full-text candidates. The fused score is computed in `real` arithmetic step by step as
-    numpy does it in float32, so both rank alike. The row counts are literals, not parameters: with them known, the
-    plan PostgreSQL keeps for the prepared statement is the one it would make for each call (with `LIMIT $n` it
-    falls back to a generic plan three times as costly), and planning is not paid on every call."""
+def hybrid_statement(table: str, where: sql.Composable | None, spec: HybridQuery) -> sql.SQL | sql.Composed:
+    """`hybrid_sql` for the query; without a filter (a retrieval's usual case) its text is composed once per table
+    and row counts, not on every search."""
+    if where is None:
+        return _unfiltered(table, spec.candidates, spec.top_k, bool(spec.searched))
+    return hybrid_sql(sql.Identifier(table), where, spec.candidates, spec.top_k, full_text=bool(spec.searched))
+
+
+@lru_cache(maxsize=1024)
+def _unfiltered(table: str, candidates: int, top_k: int, full_text: bool) -> sql.SQL:
+    return sql.SQL(hybrid_sql(sql.Identifier(table), None, candidates, top_k, full_text=full_text).as_string(None))
+
+
+def hybrid_sql(
+    table: sql.Identifier, where: sql.Composable | None, candidates: int, top_k: int, *, full_text: bool
+) -> sql.Composed:
+    """The best `top_k` rows `(id, content, metadata, fused score, seq)`, best first, of `candidates` per list;
+    without `full_text` (a query with no distinctive term) there are no full-text candidates. Each candidate list
+    computes the cosine and the rank of the rows it reads (the row is at hand: no second visit of each candidate),
+    the union drops the rows both found, and only the `top_k` fused best are read again for their content. The
+    fused score is computed in `real` arithmetic step by step as numpy does it in float32, so both rank alike. The
+    row counts are literals, not parameters: with them known, the plan PostgreSQL keeps for the prepared statement
+    is the one it would make for each call (with `LIMIT $n` it falls back to a generic plan three times as costly),
+    and planning is not paid on every call."""
     condition = where or sql.SQL("TRUE")
-    k, n = sql.Literal(int(spec.candidates)), sql.Literal(int(spec.top_k))
-    full_text = bool(spec.searched)
-    nearest = sql.SQL("SELECT id FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT {k}").format(
-        t=table, w=condition, k=k
+    k, n = sql.Literal(int(candidates)), sql.Literal(int(top_k))
+    scored = sql.SQL("id, seq, (-(embedding <#> %(q)s::vector))::real AS cos, ts_rank(lex, (SELECT tq FROM qq)) AS r")
+    nearest = sql.SQL("SELECT {s} FROM {t} WHERE {w} ORDER BY embedding <#> %(q)s::vector LIMIT {k}").format(
+        s=scored, t=table, w=condition, k=k
     )
     matching = sql.SQL(
-        "SELECT id FROM {t} WHERE ({w}) AND lex @@ (SELECT lq FROM qq) "
+        "SELECT {s} FROM {t} WHERE ({w}) AND lex @@ (SELECT lq FROM qq) "
         "ORDER BY ts_rank(lex, (SELECT lq FROM qq)) DESC LIMIT {k}"
-    ).format(t=table, w=condition, k=k)
-    candidates = sql.SQL("({}) UNION ({})").format(nearest, matching) if full_text else nearest
+    ).format(s=scored, t=table, w=condition, k=k)
+    union = sql.SQL("({}) UNION ({})").format(nearest, matching) if full_text else nearest
     return sql.SQL(
         # the queries parsed once (a function call in a row's expression would run for every row)
         "WITH qq AS (SELECT to_tsquery('simple', %(tq)s) AS tq, to_tsquery('simple', %(lq)s) AS lq), "
-        "s AS (SELECT t.id, t.seq, (-(t.embedding <#> %(q)s::vector))::real AS cos, "
-        "ts_rank(t.lex, (SELECT tq FROM qq)) AS r FROM ({c}) c JOIN {t} t ON t.id = c.id), "
+        "s AS ({c}), "
         "m AS (SELECT max(r) AS top FROM s), "
         "f AS (SELECT s.id, s.seq, CASE WHEN m.top > 0 THEN "
         "(1 - %(w)s::float8)::real * greatest(least(s.cos, 1::real), 0::real) + (%(w)s::float8 / m.top)::real * s.r "
         "ELSE s.cos END AS score FROM s, m ORDER BY score DESC, s.seq LIMIT {n}) "
         "SELECT t.id, t.content, t.metadata::text, f.score, f.seq FROM f JOIN {t} t ON t.id = f.id "
         "ORDER BY f.score DESC, f.seq"
-    ).format(c=candidates, t=table, n=n)
+    ).format(c=union, t=table, n=n)

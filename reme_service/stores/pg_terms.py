@@ -58,23 +58,24 @@ class CommonTerms:
         self._known: dict[str, tuple[float, frozenset[str]]] = {}
         self._analyses: OnePerKey[str] = OnePerKey("analyse")
 
-    async def of(self, conn: Conn, table: sql.Identifier) -> frozenset[str]:
-        """`table`'s common terms, read with `conn` when not known (or known for longer than `TTL`)."""
-        name = table.as_string(conn)
+    async def of(self, conn: Conn, table_name: str) -> frozenset[str]:
+        """The table's common terms, read with `conn` when not known (or known for longer than `TTL`)."""
         now = time.monotonic()
-        known = self._known.get(name)
+        known = self._known.get(table_name)
         if known is not None and known[0] > now:
             return known[1]
+        table = sql.Identifier(table_name)
+        name = table.as_string(conn)
         row = await (await conn.execute(_STATISTICS, [name])).fetchone()
         common: frozenset[str] = frozenset()
         if row is not None:
             analysed, elements, shares, rows = row
             common = common_of(elements, shares)
             if not analysed and int(rows or 0) >= ANALYZE_MIN_ROWS:
-                self._analyses.start(name, lambda: self._analyse(table, name))
+                self._analyses.start(table_name, lambda: self._analyse(table, table_name))
         if len(self._known) >= MAX_TABLES:
             self._known.clear()
-        self._known[name] = (now + TTL, common)
+        self._known[table_name] = (now + TTL, common)
         return common
 
     async def _analyse(self, table: sql.Identifier, name: str) -> None:

@@ -44,7 +44,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from reme_service.errors import InvalidRequestError, StoreError
+from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.base import Filter
@@ -63,6 +63,7 @@ from reme_service.stores.pg_conn import Conn
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
+from reme_service.stores.pg_registry import Entry, RegistryCache
 from reme_service.stores.pg_terms import CommonTerms
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
@@ -75,14 +76,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_EF_SEARCH = 1_000  # pgvector's limit of hnsw.ef_search
 MAX_HNSW_DIM = 2_000  # pgvector's limit for an HNSW index on `vector`
-
-
-class _Entry(NamedTuple):
-    """A workspace's registry row."""
-
-    tbl: str
-    dim: int | None
-    space: EmbeddingSpace | None
 
 
 def _vector_text(vector: NDArray[np.float32]) -> str:
@@ -118,6 +111,14 @@ def _connection_lost(exc: psycopg.Error) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
+class _Unsent(Exception):
+    """A write's connection broke before its transaction began: nothing of it reached the database."""
+
+    def __init__(self, error: psycopg.Error) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     backend = "pgvector"
 
@@ -143,6 +144,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self._common_terms = CommonTerms(self._connect_direct)
         self._resuming: asyncio.Task[None] | None = None
         self._oids: VectorOids | None = None  # of `vector` and `vector[]` in the database, read once
+        self._rows = RegistryCache(self.space)  # registry rows kept between requests (`pg_registry.py`)
 
     def _describe(self) -> str:
         """Where the database is, for messages (never the password)."""
@@ -215,7 +217,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         await self._builder.wait()
         await self._common_terms.wait()
 
-    async def _new_pool(self, size: int, name: str, reset: Callable[[Conn], Awaitable[None]] | None = None) -> Any:
+    async def _new_pool(
+        self, size: int, name: str, reset: Callable[[Conn], Awaitable[None]] | None = None, *, check: bool = False
+    ) -> Any:
+        """A pool of autocommit connections. Its connections are checked before each use (a round trip) only with
+        `check`: the request pool's are not, `_run` retries on a connection found broken instead."""
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self._dsn,
             min_size=1,
@@ -225,7 +231,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             timeout=self.params.timeout,
             reconnect_timeout=self.params.timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(self.params.timeout)), **self._conn_kwargs},
-            check=AsyncConnectionPool.check_connection,
+            check=AsyncConnectionPool.check_connection if check else None,
             configure=self._configure,
             reset=reset,
         )
@@ -270,16 +276,29 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             return StoreError(f"{self.where} is unreachable ({action}): {type(exc).__name__}: {reason}")
         return StoreError(f"{self.where}: {action} failed: {type(exc).__name__}: {reason}")
 
-    async def _run(self, action: str, work: Callable[[Conn], Awaitable[T]]) -> T:
-        """`work` on a pooled connection (autocommit); database failures become StoreError (503)."""
-        pool = await self._get_pool()
-        try:
-            async with pool.connection() as conn:
-                return await work(conn)
-        except PoolTimeout as exc:
-            raise await self._pool_timeout(action) from exc
-        except psycopg.Error as exc:
-            raise self._failure(action, exc) from exc
+    async def _run(self, action: str, work: Callable[[Conn], Awaitable[T]], *, retry: bool = True) -> T:
+        """`work` on a pooled connection (autocommit); database failures become StoreError (503).
+
+        Pooled connections are not checked before use (that was a round trip per request). A connection found
+        broken — the server restarted, or ended the session, since its last use — drops the pools, and `work` runs
+        once more on a new connection (after a probe) when that cannot repeat a change: with `retry` (reads) or
+        when the failure came before the transaction began (`_Unsent`, writes)."""
+        for attempt in (0, 1):
+            pool = await self._get_pool()
+            try:
+                async with pool.connection() as conn:
+                    return await work(conn)
+            except PoolTimeout as exc:
+                raise await self._pool_timeout(action) from exc
+            except _Unsent as unsent:
+                if attempt == 1:
+                    raise self._failure(action, unsent.error) from unsent.error
+                self._drop_pools()
+            except psycopg.Error as exc:
+                if not retry or attempt == 1 or not _connection_lost(exc):
+                    raise self._failure(action, exc) from exc
+                self._drop_pools()
+        raise AssertionError("unreachable")
 
     async def _pool_timeout(self, action: str) -> StoreError:
         """No pooled connection in time: the server is down (then the pools go, and the reason is told) or busy."""
@@ -295,10 +314,17 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """`work` in one transaction (which waits at most `lock_wait` for a lock: `_configure`)."""
 
         async def transaction(conn: Conn) -> T:
-            async with conn.transaction():
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    await stack.enter_async_context(conn.transaction())  # BEGIN: nothing is changed yet
+                except psycopg.Error as exc:
+                    if _connection_lost(exc):
+                        raise _Unsent(exc) from exc
+                    raise
                 return await work(conn)
+            raise AssertionError("unreachable")  # (for mypy: the stack does not swallow exceptions)
 
-        return await self._run(action, transaction)
+        return await self._run(action, transaction, retry=False)
 
     async def _prepare_schema(self, conn: Conn) -> None:
         async with conn.transaction():
@@ -357,7 +383,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     async def unlock_all(conn: Conn) -> None:  # a connection returned never keeps a lock
                         await conn.execute("SELECT pg_advisory_unlock_all()")
 
-                    self._lock_pool = await self._new_pool(self.params.pool_size, "reme-pgvector-locks", unlock_all)
+                    self._lock_pool = await self._new_pool(
+                        self.params.pool_size, "reme-pgvector-locks", unlock_all, check=True
+                    )
         assert self._lock_pool is not None
         return self._lock_pool
 
@@ -394,12 +422,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     # ----- workspaces -----
 
-    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> _Entry | None:
+    async def _entry(self, conn: Conn, workspace_id: str, *, for_update: bool = False) -> Entry | None:
         query = sql.SQL("SELECT tbl, dim, space FROM {} WHERE workspace_id = %s").format(self._registry)
         if for_update:
             query = sql.SQL("{} FOR UPDATE").format(query)
         row = await (await conn.execute(query, [workspace_id])).fetchone()
-        return None if row is None else _Entry(str(row[0]), row[1], parse_space(row[2]))
+        return None if row is None else Entry(str(row[0]), row[1], parse_space(row[2]))
 
     async def exists_workspace(self, workspace_id: str) -> bool:
         validate_workspace_id(workspace_id)
@@ -417,7 +445,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         validate_workspace_id(workspace_id)
         await self._write("creating a workspace", lambda conn: self._register(conn, workspace_id))
 
-    async def _register(self, conn: Conn, workspace_id: str) -> _Entry:
+    async def _register(self, conn: Conn, workspace_id: str) -> Entry:
         """The workspace's registry row, locked for this transaction (inserted when missing)."""
         await conn.execute(
             sql.SQL("INSERT INTO {} (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) DO NOTHING").format(
@@ -480,27 +508,43 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self,
         action: str,
         workspace_id: str,
-        read: Callable[[Conn, sql.Identifier, int], Awaitable[T]],
+        read: Callable[[Conn, str, int], Awaitable[T]],
         empty: T,
         *,
         search: bool = False,
     ) -> T:
         """`read(conn, table, dim)` on the workspace's table; `empty` for an unknown workspace or one with no
-        vectors. A table dropped between reading the registry and reading it (a concurrent replace) is read again.
-        A `search` is refused (409) when the workspace's vectors are of another embedding space."""
+        vectors. The registry row kept by this process is used when there is one (`pg_registry.py`), else read (and
+        kept when it may be). A table dropped since the row was read or kept (a replace, a delete, in any process)
+        makes the row be read again; so does a dimension that does not fit a kept row. A `search` is refused (409)
+        when the workspace's vectors are of another embedding space (a kept row is of this store's space)."""
 
         async def work(conn: Conn) -> T:
-            for attempt in (0, 1, 2):
-                entry = await self._entry(conn, workspace_id)
-                if entry is None or entry[1] is None:
-                    return empty
-                if search:
-                    check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
+            entry = self._rows.get(workspace_id)
+            kept = entry is not None
+            for attempt in range(4):  # the kept row, then up to three reads of a registry changing meanwhile
+                if entry is None:
+                    entry = await self._entry(conn, workspace_id)
+                    if entry is None or entry.dim is None:
+                        return empty
+                    if search:
+                        check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
+                assert entry.dim is not None
                 try:
-                    return await read(conn, sql.Identifier(entry[0]), entry[1])
+                    result = await read(conn, entry.tbl, entry.dim)
                 except psycopg.errors.UndefinedTable:
-                    if attempt == 2:
+                    self._rows.forget(workspace_id)
+                    if attempt == 3:
                         raise
+                except DimensionMismatchError:
+                    if not kept:
+                        raise
+                    self._rows.forget(workspace_id)
+                else:
+                    if not kept:
+                        self._rows.remember(workspace_id, entry)
+                    return result
+                entry, kept = None, False
             raise AssertionError("unreachable")
 
         return await self._run(action, work)
@@ -547,12 +591,36 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         columns = sql.SQL("id, content, metadata::text{}").format(sql.SQL(", embedding::text" if with_vectors else ""))
         where = native.where or sql.SQL("TRUE")
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[VectorNode]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[VectorNode]:
+            table = sql.Identifier(table_name)
             query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY seq").format(columns, table, where)
             rows = await (await conn.execute(query, native.params)).fetchall()
             return [self._node(workspace_id, row, with_vector=with_vectors) for row in rows]
 
         return await self._read_table("listing nodes", workspace_id, read, [])
+
+    async def _holds_vectors(self, workspace_id: str) -> bool:
+        """Whether the workspace holds vectors: yes when its registry row is kept (a stale one is found out by the
+        search), else one registry read (the row is kept when it may be)."""
+        if self._rows.get(workspace_id) is not None:
+            return True
+        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
+        if entry is None or entry.dim is None:
+            return False
+        check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")  # before embedding
+        self._rows.remember(workspace_id, entry)
+        return True
+
+    async def search(
+        self, workspace_id: str, query: str, *, top_k: int, filter: Filter | None = None, exact: bool = False
+    ) -> list[SearchHit]:
+        """As the base does it (an unknown workspace answers [] without embedding the query; one of another space is
+        refused before), with the registry row read once, or not at all when kept, instead of three times."""
+        validate_workspace_id(workspace_id)
+        if not await self._holds_vectors(workspace_id):
+            return []
+        vectors = await self.embedder.embed([query])
+        return await self.search_vector(workspace_id, vectors[0], top_k=top_k, filter=filter, exact=exact)
 
     async def search_vector(
         self,
@@ -573,7 +641,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if not native.exact:
             return await super().search_vector(workspace_id, vector, top_k=top_k, filter=filter)
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            table = sql.Identifier(table_name)
             query = as_query(vector, workspace_id, dim)
             if plan.impossible or native.impossible:
                 return []
@@ -603,14 +672,14 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             if vector is not None:
                 return await self.search_vector(workspace_id, vector, top_k=top_k, filter=filter, exact=exact)
             return await self.search(workspace_id, query, top_k=top_k, filter=filter, exact=exact)
-        if plan.impossible or native.impossible or not await self.exists_workspace(workspace_id):
+        if plan.impossible or native.impossible or not await self._holds_vectors(workspace_id):
             return []
         if vector is None:
             vector = (await self.embedder.embed([query]))[0]
         candidates = candidate_count(top_k)
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
-            common = await self._common_terms.of(conn, table)
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            common = await self._common_terms.of(conn, table_name)
             searched = [term for term in terms if term not in common]
             spec = HybridQuery(
                 vector=_vector_text(as_query(vector, workspace_id, dim)),
@@ -620,7 +689,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 top_k=top_k,
                 weight=lexical_weight,
             )
-            statement = hybrid_statement(table, native.where, spec)
+            statement = hybrid_statement(table_name, native.where, spec)
             params = {**native.params, **spec.params()}
             if self.params.index == "hnsw" and candidates > self.params.ef_search:
                 async with conn.transaction():
@@ -640,7 +709,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
     ) -> list[SearchHit]:
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[SearchHit]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
+            table = sql.Identifier(table_name)
             return await self._search_rows(conn, workspace_id, table, query, top_k, native)
 
         return await self._read_table("searching", workspace_id, read, [], search=True)
@@ -685,7 +755,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if not ids:
             return []
 
-        async def read(conn: Conn, table: sql.Identifier, dim: int) -> list[VectorNode]:
+        async def read(conn: Conn, table_name: str, dim: int) -> list[VectorNode]:
+            table = sql.Identifier(table_name)
             query = sql.SQL("SELECT id, content, metadata::text, embedding::text FROM {} WHERE id = ANY(%s)").format(
                 table
             )
@@ -784,7 +855,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 await self._set_dim(conn, workspace_id, None, self._table_name(workspace_id))
             return deleted
 
-        return await self._write("deleting nodes", work)
+        try:
+            return await self._write("deleting nodes", work)
+        finally:
+            self._rows.forget(workspace_id)  # (another process's reader finds the dropped table out: `_read_table`)
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
         deferred: list[str] = []
@@ -803,7 +877,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             await self._drop_table(conn, old)
             return len(batch)
 
-        written = await self._write("replacing a workspace", work)
+        try:
+            written = await self._write("replacing a workspace", work)
+        finally:
+            self._rows.forget(workspace_id)
         self._build_later(deferred)
         return written
 
@@ -816,4 +893,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             await self._drop_table(conn, entry[0])
             return True
 
-        return await self._write("dropping a workspace", work)
+        try:
+            return await self._write("dropping a workspace", work)
+        finally:
+            self._rows.forget(workspace_id)

@@ -82,7 +82,7 @@ async def test_common_terms_come_from_an_analysis_the_search_starts(
     await store.wait_for_indexes()  # the analysis it started
 
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        common = await store._common_terms.of(conn, sql.Identifier(table))
+        common = await store._common_terms.of(conn, table)
         analysed = await (
             await conn.execute("SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = %s", [table])
         ).fetchone()
