@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from reme_service import __version__
 
+F = TypeVar("F", Counter, Histogram)
 ClientKind = Literal["llm", "embedding", "store"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -38,17 +39,35 @@ _CLIENT_FAMILIES: Mapping[ClientKind, tuple[str, str, str]] = {  # family stem, 
 }
 
 
+class _Children(Generic[F]):
+    """A family's children by their label values, each looked up once: `labels()` checks the values and takes the
+    family's lock on every call, a few µs that a request paid eight times. The label values are bounded (flow
+    names, routes, statuses, operations), so this holds exactly the series the family holds."""
+
+    __slots__ = ("family", "_children")
+
+    def __init__(self, family: F) -> None:
+        self.family: F = family
+        self._children: dict[tuple[str, ...], F] = {}
+
+    def __call__(self, *values: str) -> F:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.family.labels(*values)
+        return child
+
+
 @dataclass(frozen=True)
 class Meter:
     """What a client records its calls with (`metered.py`): one client's slice of its kind's families."""
 
     name: str
-    total: Counter
-    duration: Histogram
+    total: _Children[Counter]
+    duration: _Children[Histogram]
 
     def observe(self, operation: str, outcome: str, seconds: float) -> None:
-        self.total.labels(self.name, operation, outcome).inc()
-        self.duration.labels(self.name, operation).observe(seconds)
+        self.total(self.name, operation, outcome).inc()
+        self.duration(self.name, operation).observe(seconds)
 
 
 class _Resident(Collector):
@@ -80,13 +99,17 @@ class Metrics:
         self.flow_duration = Histogram(
             "reme_flow_run_duration_seconds", "flow run time", ["flow"], buckets=_BUCKETS, registry=reg
         )
-        self._clients: dict[ClientKind, tuple[Counter, Histogram]] = {}
+        self._clients: dict[ClientKind, tuple[_Children[Counter], _Children[Histogram]]] = {}
         for kind, (stem, what, label) in _CLIENT_FAMILIES.items():
             total = Counter(f"reme_{stem}", what, [label, "operation", "outcome"], registry=reg)
             duration = Histogram(
                 f"reme_{stem}_duration_seconds", f"{what}: time", [label, "operation"], buckets=_BUCKETS, registry=reg
             )
-            self._clients[kind] = (total, duration)
+            self._clients[kind] = (_Children(total), _Children(duration))
+        self._http_requests = _Children(self.http_requests)
+        self._http_duration = _Children(self.http_duration)
+        self._flow_runs = _Children(self.flow_runs)
+        self._flow_duration = _Children(self.flow_duration)
         self._resident = _Resident()
         reg.register(self._resident)
         Gauge("reme_build_info", "the running version (always 1)", ["version"], registry=reg).labels(__version__).set(1)
@@ -104,12 +127,12 @@ class Metrics:
         self._resident.sources[store] = count
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.http_requests.labels(route, method, str(status)).inc()
-        self.http_duration.labels(route).observe(seconds)
+        self._http_requests(route, method, str(status)).inc()
+        self._http_duration(route).observe(seconds)
 
     def flow_run(self, flow: str, status: int, seconds: float) -> None:
-        self.flow_runs.labels(flow, str(status)).inc()
-        self.flow_duration.labels(flow).observe(seconds)
+        self._flow_runs(flow, str(status)).inc()
+        self._flow_duration(flow).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -50,3 +50,45 @@ class SearchHit(BaseModel):
 
     node: VectorNode
     score: float
+
+
+# -- trusted construction ----------------------------------------------------------------------------------------
+#
+# A store builds a node and a hit for every search result from values it wrote itself. `model_construct` skips
+# validation but still walks the model's fields, defaults and extras on every call (~3.5 µs a node, ~1.9 a hit); a
+# search with a rescoring pool of 20 spent ~0.15 ms there. These fill the same four slots `model_construct` fills,
+# with every field given, so the result is the same object (equal, same `model_fields_set`, dumps alike).
+
+_NODE_FIELDS = frozenset(VectorNode.model_fields)
+_HIT_FIELDS = frozenset(SearchHit.model_fields)
+_set_slot = object.__setattr__
+
+
+def _trusted(cls: type[BaseModel], values: dict[str, Any], fields: frozenset[str]) -> Any:
+    model = object.__new__(cls)
+    _set_slot(model, "__dict__", values)
+    _set_slot(model, "__pydantic_fields_set__", set(fields))
+    _set_slot(model, "__pydantic_extra__", None)
+    _set_slot(model, "__pydantic_private__", None)
+    return model
+
+
+def trusted_node(
+    unique_id: str, workspace_id: str, content: str, metadata: dict[str, Any], vector: NDArray[np.float32] | None
+) -> VectorNode:
+    """`VectorNode.model_construct` of all five fields, for values a store holds (no validation)."""
+    values = {
+        "unique_id": unique_id,
+        "workspace_id": workspace_id,
+        "content": content,
+        "vector": vector,
+        "metadata": metadata,
+    }
+    node: VectorNode = _trusted(VectorNode, values, _NODE_FIELDS)
+    return node
+
+
+def trusted_hit(node: VectorNode, score: float) -> SearchHit:
+    """`SearchHit.model_construct(node=node, score=score)` (no validation)."""
+    hit: SearchHit = _trusted(SearchHit, {"node": node, "score": score}, _HIT_FIELDS)
+    return hit

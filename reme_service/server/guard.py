@@ -102,7 +102,8 @@ class EdgeGuard:
         size = 0
         while True:
             try:
-                message = await asyncio.wait_for(receive(), self.limits.body_timeout)
+                async with asyncio.timeout(self.limits.body_timeout):  # a timer, not a task per message
+                    message = await receive()
             except TimeoutError:
                 error = RequestTimeoutError(
                     f"request body stalled for {self.limits.body_timeout:g}s (http.body_timeout)"

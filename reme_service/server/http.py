@@ -22,6 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
@@ -47,6 +49,17 @@ logger = logging.getLogger("reme_service.http")
 
 def _request_id(request: Request) -> str:
     return request_id_from(request.scope.get("headers", ()))
+
+
+class _FlowRoute(Route):
+    """A served flow: a plain Starlette route that names itself in the scope (`scope["route"]`) as FastAPI's
+    routes do, so the request is counted and logged under its flow (`observer.RequestObserver.route_of`)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
 
 
 def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Callable[[Request], Awaitable[Response]]:
@@ -172,6 +185,12 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
     api = FastAPI(title="ReMe memory service", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     http = app.config.http
     _install_middleware(api, app)
+    # The flows first (the router tries routes in order, and flow calls are most of the traffic), each a plain
+    # Starlette route: the endpoint reads and validates its body itself, so FastAPI's per-request dependency and
+    # response machinery would be work for nothing. OpenAPI documents them through `_openapi_of`.
+    for runner in app.flows.values():
+        endpoint = _flow_endpoint(app, runner, http.offload_bytes)
+        api.router.routes.append(_FlowRoute(f"/{runner.name}", endpoint, methods=["POST"], name=runner.name))
     install_operator_routes(api, app)
     install_job_routes(api, app)
     install_event_routes(api, app)
@@ -179,8 +198,6 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
 
     if mcp is not None:  # MCP on the same port and process: one owner of the store
         api.router.routes.extend(mcp.routes)
-    for runner in app.flows.values():
-        api.add_api_route(f"/{runner.name}", _flow_endpoint(app, runner, http.offload_bytes), **_flow_route(runner))
     install_manage_routes(api, app)  # GET /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
     install_ui_routes(api)  # the memory browser: GET /ui
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]

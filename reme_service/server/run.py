@@ -96,6 +96,8 @@ def run_http(app: ReMeApp, sock: socket.socket | None = None) -> None:
         finally:
             await app.stop()
 
-    asyncio.run(serve())
+    # uvicorn's own loop choice (uvloop when installed, as `uvicorn.run` would pick)
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(serve())
     if not server.started:  # as uvicorn.run: the server did not start
         raise SystemExit(3)

@@ -395,11 +395,7 @@ class WorkspaceState:
         return self._hits(rows, scores[rows])
 
     def _hits(self, rows: NDArray[np.intp], scores: NDArray[np.float32]) -> list[SearchHit]:
-        values = np.clip(scores, 0.0, 1.0).tolist()
-        return [
-            SearchHit.model_construct(node=export_node(self.nodes[row]), score=score)
-            for row, score in zip(rows.tolist(), values, strict=True)
-        ]
+        return self.nodes.hits(rows.tolist(), np.clip(scores, 0.0, 1.0).tolist())
 
     def _filtered_top(self, scores: NDArray[np.float32], k: int, predicate: StoredFilter) -> NDArray[np.intp]:
         """The k best matching rows. The filter is evaluated lazily, best-scoring rows first, over a window of

@@ -22,8 +22,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import orjson
 import zstandard
 
+from reme_service.schema.vector_node import SearchHit, trusted_hit, trusted_node
 from reme_service.stores.packed import StoredFilter, StoredNode, compact_bytes
 
 COMPRESS_FROM = 50_000  # nodes: below this a table keeps raw blobs (nothing to decode on a read)
@@ -109,6 +111,18 @@ class NodeTable:
 
     def __iter__(self) -> Iterator[StoredNode]:
         return map(self.__getitem__, range(len(self.ids)))
+
+    def hits(self, rows: Sequence[int], scores: Sequence[float]) -> list[SearchHit]:
+        """Search hits of `rows` with their `scores`, each node made straight from its blob (a search builds one per
+        candidate of the rescoring pool, so this skips the `StoredNode` step and the per-field model checks)."""
+        ids, blobs, decode, workspace_id = self.ids, self.blobs, self.codec.decode, self.workspace_id
+        found: list[SearchHit] = []
+        for row, score in zip(rows, scores, strict=True):
+            raw = decode(blobs[row])
+            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
+            node = trusted_node(ids[row], workspace_id, raw[end:].decode(), orjson.loads(raw[_LENGTH:end]), None)
+            found.append(trusted_hit(node, score))
+        return found
 
     def content(self, row: int) -> str:
         return _split(self.codec.decode(self.blobs[row]))[0]

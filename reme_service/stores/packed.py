@@ -22,7 +22,7 @@ import orjson
 from numpy.typing import NDArray
 
 from reme_service.errors import InvalidRequestError
-from reme_service.schema.vector_node import VectorNode
+from reme_service.schema.vector_node import VectorNode, trusted_node
 from reme_service.stores.filters import compile_conditions, parse_filter
 
 
@@ -57,13 +57,7 @@ class StoredNode:
 
 def export_node(node: StoredNode, vector: NDArray[np.float32] | None = None) -> VectorNode:
     """A copy of a stored node for a caller."""
-    return VectorNode.model_construct(
-        unique_id=node.unique_id,
-        workspace_id=node.workspace_id,
-        content=node.content,
-        metadata=orjson.loads(node.meta),
-        vector=vector,
-    )
+    return trusted_node(node.unique_id, node.workspace_id, node.content, orjson.loads(node.meta), vector)
 
 
 class PackedNodes(Sequence[VectorNode]):

@@ -55,7 +55,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, trusted_node
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
@@ -579,13 +579,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     def _node(self, workspace_id: str, row: Sequence[Any], *, with_vector: bool) -> VectorNode:
         metadata = orjson.loads(row[2])
-        return VectorNode(
-            unique_id=row[0],
-            workspace_id=workspace_id,
-            content=row[1],
-            metadata=metadata if isinstance(metadata, dict) else {},
-            vector=_parse_vector(row[3]) if with_vector else None,
-        )
+        vector = _parse_vector(row[3]) if with_vector else None
+        return trusted_node(row[0], workspace_id, row[1], metadata if isinstance(metadata, dict) else {}, vector)
 
     async def _scan(self, workspace_id: str, native: PgWhere, *, with_vectors: bool) -> list[VectorNode]:
         columns = sql.SQL("id, content, metadata::text{}").format(sql.SQL(", embedding::text" if with_vectors else ""))
@@ -699,7 +694,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             else:  # (each pooled connection has ef_search set already)
                 rows = await (await conn.execute(statement, params)).fetchall()
             hits = [
-                SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(np.float32(row[3])))
+                trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(np.float32(row[3])))
                 for row in rows
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
@@ -746,7 +741,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         else:
             rows = await (await conn.execute(text, params)).fetchall()
         return [
-            SearchHit(node=self._node(workspace_id, row, with_vector=False), score=_unit(-float(row[3])))
+            trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(-float(row[3])))
             for row in rows
         ]
 

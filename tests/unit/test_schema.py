@@ -106,3 +106,30 @@ def test_reme_published_library_rows_load() -> None:
     assert all(m.memory_type == "task" and m.when_to_use for m in memories)
     first = memories[0]
     assert memory_from_node(first.to_vector_node()).model_dump() == first.model_dump()
+
+
+def test_trusted_nodes_and_hits_are_what_model_construct_makes() -> None:
+    import copy
+
+    import numpy as np
+
+    from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, trusted_node
+
+    vector = np.arange(4, dtype=np.float32)
+    metadata = {"content": "do Y", "nested": {"k": [1, 2]}}
+    made = trusted_node("id1", "ws", "when X", metadata, vector)
+    expected = VectorNode.model_construct(
+        unique_id="id1", workspace_id="ws", content="when X", metadata=metadata, vector=vector
+    )
+    assert made.model_fields_set == expected.model_fields_set == set(VectorNode.model_fields)
+    assert made.model_dump(mode="json") == expected.model_dump(mode="json")
+    assert made.__pydantic_extra__ is None and made.__pydantic_private__ is None
+    hit = trusted_hit(made, 0.25)
+    assert hit == SearchHit.model_construct(node=expected, score=0.25)
+    assert hit.model_fields_set == {"node", "score"}
+    # each object is its own: copies and assignments do not reach another node's fields set
+    twin = trusted_node("id2", "ws", "", {}, None)
+    twin.content = "changed"
+    assert made.content == "when X" and made.model_fields_set == set(VectorNode.model_fields)
+    assert copy.deepcopy(made).model_dump(mode="json") == made.model_dump(mode="json")
+    assert made.model_copy(update={"vector": None}).vector is None
