@@ -9,7 +9,6 @@ that every flow gives each op what it reads.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
@@ -85,7 +84,8 @@ class FlowContext:
 
     def bind(self, op: AnyOp) -> Self:
         """A view of this context that allows exactly what `op` declares (same values, same response)."""
-        view = copy.copy(self)
+        view = object.__new__(type(self))  # a shallow copy, without copy.copy's reduce protocol (one per op run)
+        view.__dict__.update(self.__dict__)
         view._op = op
         return view
 
