@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.service, pytest.mark.slow, pytest.mark.own_backend]
 
 SEED = 15
 MAX_EXAMPLES = 25  # per operation and phase
+STREAMS = "/events"  # left out: see run_schemathesis
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,10 @@ def run_schemathesis(base_url: str) -> tuple[list[tuple[str, int, bytes, bytes]]
             "checks": {"enabled": False, "not_a_server_error": {"enabled": True}},
         }
     )
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config)
+    # GET /events is a stream that never ends (server-sent events, a heartbeat every 15 s): each request of it
+    # held the engine until its read deadline, and the hypothesis target phase, which climbs on response time,
+    # kept asking for more of them (the test did not end within 10 minutes). The stream is tested in test_events.py.
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config).exclude(path=STREAMS)
     seen: list[tuple[str, int, bytes, bytes]] = []
     per_operation: collections.Counter[str] = collections.Counter()
     engine_errors: list[str] = []
@@ -99,6 +103,7 @@ def test_no_operation_answers_5xx_and_every_failure_is_documented_json(service_u
         f"{method.upper()} {path}"
         for path, methods in httpx.get(f"{service_url}/openapi.json", timeout=30).json()["paths"].items()
         for method in methods
+        if path != STREAMS
     }
     assert set(per_operation) == operations, "every operation of the OpenAPI document is exercised"
     # each operation really exercised: a few requests at least (an operation whose only inputs are path ids gets
