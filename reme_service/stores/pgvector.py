@@ -694,8 +694,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             else:  # (each pooled connection has ef_search set already)
                 rows = await (await conn.execute(statement, params)).fetchall()
             hits = [
-                trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(np.float32(row[3])))
-                for row in rows
+                trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(np.float32(row[3]))) for row in rows
             ]
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
@@ -740,10 +739,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 rows = await (await conn.execute(text, params)).fetchall()
         else:
             rows = await (await conn.execute(text, params)).fetchall()
-        return [
-            trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(-float(row[3])))
-            for row in rows
-        ]
+        return [trusted_hit(self._node(workspace_id, row, with_vector=False), _unit(-float(row[3]))) for row in rows]
 
     async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
         ids = [uid for uid in ids if storable(uid)]
