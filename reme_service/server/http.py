@@ -132,7 +132,7 @@ def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
         if api.openapi_schema is None:
             twin = FastAPI(title=api.title, version=api.version)
             for route in api.routes:
-                if isinstance(route, APIRoute) and route.name not in app.flows:
+                if isinstance(route, APIRoute):  # the served flows are `_FlowRoute`s: documented below
                     twin.router.routes.append(route)
             for runner in app.flows.values():
                 twin.add_api_route(f"/{runner.name}", _documented_endpoint(runner), **_flow_route(runner))

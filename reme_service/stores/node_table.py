@@ -118,10 +118,8 @@ class NodeTable:
         ids, blobs, decode, workspace_id = self.ids, self.blobs, self.codec.decode, self.workspace_id
         found: list[SearchHit] = []
         for row, score in zip(rows, scores, strict=True):
-            raw = decode(blobs[row])
-            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
-            node = trusted_node(ids[row], workspace_id, raw[end:].decode(), orjson.loads(raw[_LENGTH:end]), None)
-            found.append(trusted_hit(node, score))
+            content, meta = _split(decode(blobs[row]))
+            found.append(trusted_hit(trusted_node(ids[row], workspace_id, content, orjson.loads(meta), None), score))
         return found
 
     def content(self, row: int) -> str:

@@ -429,6 +429,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         row = await (await conn.execute(query, [workspace_id])).fetchone()
         return None if row is None else Entry(str(row[0]), row[1], parse_space(row[2]))
 
+    async def _vector_entry(self, conn: Conn, workspace_id: str, *, search: bool) -> Entry | None:
+        """The workspace's registry row when it holds vectors, else None; for a `search`, refused (409) when those
+        vectors are of another embedding space."""
+        entry = await self._entry(conn, workspace_id)
+        if entry is None or entry.dim is None:
+            return None
+        if search:
+            check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
+        return entry
+
     async def exists_workspace(self, workspace_id: str) -> bool:
         validate_workspace_id(workspace_id)
         return await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id)) is not None
@@ -524,11 +534,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             kept = entry is not None
             for attempt in range(4):  # the kept row, then up to three reads of a registry changing meanwhile
                 if entry is None:
-                    entry = await self._entry(conn, workspace_id)
-                    if entry is None or entry.dim is None:
+                    entry = await self._vector_entry(conn, workspace_id, search=search)
+                    if entry is None:
                         return empty
-                    if search:
-                        check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")
                 assert entry.dim is not None
                 try:
                     result = await read(conn, entry.tbl, entry.dim)
@@ -599,10 +607,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         search), else one registry read (the row is kept when it may be)."""
         if self._rows.get(workspace_id) is not None:
             return True
-        entry = await self._run("reading a workspace", lambda conn: self._entry(conn, workspace_id))
-        if entry is None or entry.dim is None:
+        # the space is checked here, before the query is embedded
+        entry = await self._run("reading a workspace", lambda conn: self._vector_entry(conn, workspace_id, search=True))
+        if entry is None:
             return False
-        check_space(workspace_id, recorded_space(entry.space, entry.dim), self.space, "search")  # before embedding
         self._rows.remember(workspace_id, entry)
         return True
 
