@@ -25,7 +25,10 @@ Search: one pass of row-wise dot products over the live rows (`_dot_rows`), `np.
 many rows, of the rows at or above the k-th highest block maximum only: `_above_block_maxima`), then a sort of
 those k; a filter is evaluated lazily, best-scoring rows first (`_filtered_top`). Scores are
 `max(cos, 0)`; vectors are normalised on insert. Measured (cookbook/bench/store_speed.py, 2 busy cores):
-p50 0.7 ms at 10k x 384 and 6.5 ms at 100k x 384, with or without a filter.
+p50 0.7 ms at 10k x 384 and 6.5 ms at 100k x 384, with or without a filter. An unfiltered search of a workspace of
+`QUANTIZED_FROM` rows or more first scans an int8 copy of the rows (`stores/quantized.py`, ~4x less memory to
+read) that bounds every row's score, then scores exactly only the rows that can be in the top k (`scan_top`): the
+same hits and scores, 10k x 384 in ~0.24 ms instead of ~0.49 (hybrid, top 20).
 
 Hybrid search (`search_hybrid`) fuses those scores with BM25 over the node texts (`stores/lexical.py`). A
 workspace's lexical index is built on its first hybrid search and from then on maintained by `apply_upsert` /
@@ -61,6 +64,7 @@ from reme_service.stores.packed import (
     export_node,
 )
 from reme_service.stores.params import AnnParams, MemoryStoreParams
+from reme_service.stores.quantized import QuantizedRows
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import (
     as_query,
@@ -79,6 +83,9 @@ logger = logging.getLogger(__name__)
 INLINE_ROWS = 2_000
 INLINE_SEARCH_CELLS = 6_000_000
 TOP_BLOCK = 1_024  # scores per block when picking the top k of many (`_above_block_maxima`)
+QUANTIZED_FROM = 4_096  # rows from which an exact scan goes through the int8 copy first (`stores/quantized.py`)
+RESCAN_SHARE = 8  # ... unless its candidates are more than this share of the rows
+KTH_BLOCK = 32  # values per block when finding the k-th highest of many (`_kth_highest`)
 _MIN_CAPACITY = 64
 _GROWTH = 1.5
 
@@ -172,6 +179,7 @@ class WorkspaceState:
         "_sorted_ids",
         "ann",
         "ann_dirty",
+        "quantized",
     )
 
     def __init__(
@@ -188,6 +196,7 @@ class WorkspaceState:
         self._sorted_ids: list[str] | None = None  # the ids in order, kept until the set of ids changes
         self.ann: AnnIndex | None = None  # the approximate index (big workspaces), kept in step with the rows
         self.ann_dirty: set[int] | None = None  # while an index is built: the rows changed since it started
+        self.quantized: QuantizedRows | None = None  # the int8 copy for exact scans; built on first search
 
     def sorted_ids(self) -> list[str]:
         """The ids in sorted order (a copy), sorted once per change of the set of ids: paging through a workspace
@@ -257,12 +266,15 @@ class WorkspaceState:
             self.ann.upsert(targets, vectors)
         if self.ann_dirty is not None:
             self.ann_dirty.update(targets.tolist())
+        if self.quantized is not None:
+            self.quantized.mark(targets.tolist())
+            self.quantized.sync(self.matrix, self.size)
 
     def apply_delete(self, ids: Iterable[str]) -> int:
         """Delete by id, moving the last row into each hole; returns how many existed."""
         deleted = 0
         rows, row_nodes, matrix, lexical = self.rows, self.nodes, self.matrix, self.lexical
-        ann, dirty = self.ann, self.ann_dirty
+        ann, dirty, quantized = self.ann, self.ann_dirty, self.quantized
         for uid in ids:
             row = rows.pop(uid, None)
             if row is None:
@@ -280,6 +292,10 @@ class WorkspaceState:
             if moved is not None:
                 rows[moved] = row  # keeps the moved id's insertion position
                 matrix[row] = matrix[last]
+                if quantized is not None:
+                    quantized.mark((row,))
+        if quantized is not None:
+            quantized.sync(matrix, len(row_nodes))
         return deleted
 
     def search(
@@ -294,6 +310,8 @@ class WorkspaceState:
             hits = self._approximate(self.ann, query, k, predicate, None, 0.0)
             if hits is not None:
                 return hits
+        if predicate is None:
+            return self.scan_top(query, k, None, 0.0)
         return self._top_hits(_dot_rows(self.matrix[:n], query), k, predicate)
 
     def hybrid_search(
@@ -315,7 +333,47 @@ class WorkspaceState:
             hits = self._approximate(self.ann, query, k, predicate, lexical, weight)
             if hits is not None:
                 return hits
+        if predicate is None:
+            return self.scan_top(query, k, lexical, weight)
         return self._top_hits(fuse(_dot_rows(self.matrix[:n], query), lexical, weight), k, predicate)
+
+    def scan_top(
+        self, query: NDArray[np.float32], k: int, lexical: NDArray[np.float32] | None, weight: float
+    ) -> list[SearchHit]:
+        """The exact top k of every row (cosine, fused with BM25 when `lexical` is given), no filter. A workspace of
+        `QUANTIZED_FROM` rows or more scans its int8 copy first (`stores/quantized.py`): only the rows whose score
+        bound reaches the k-th best lower bound are scored from the float32 matrix; if that is more than
+        `1 / RESCAN_SHARE` of the rows, every row is."""
+        n = self.size
+        quantized = self.quantized_rows()
+        if quantized is not None:
+            approx, slack = quantized.scores(query, n)
+            top = float(lexical.max()) if lexical is not None else 0.0
+            if lexical is not None and weight > 0.0 and top > 0.0:
+                approx = fuse(approx, lexical, weight, top)  # clipping and scaling keep the bound: times (1 - weight)
+                slack *= np.float32(1.0 - weight)
+            floor = _kth_highest(approx - slack, k)  # the k-th best lower bound
+            rows = np.flatnonzero(approx + slack >= floor)
+            if len(rows) * RESCAN_SHARE <= n:
+                cosine = _dot_rows(self.matrix[rows], query)
+                scores = cosine if lexical is None else fuse(cosine, lexical[rows], weight, top)
+                best = _top_rows(scores, k)
+                return self._hits(rows[best], scores[best])
+        scores = _dot_rows(self.matrix[:n], query)
+        return self._top_hits(scores if lexical is None else fuse(scores, lexical, weight), k, None)
+
+    def quantized_rows(self) -> QuantizedRows | None:
+        """The int8 copy of the rows (built on first use, under the lexical index's lock), or None for a workspace
+        under `QUANTIZED_FROM` rows (its float32 scan is cheap) or with an approximate index (which has its own)."""
+        if self.size < QUANTIZED_FROM or self.ann is not None:
+            return None
+        quantized = self.quantized
+        if quantized is None:
+            with self._lexical_lock:
+                quantized = self.quantized
+                if quantized is None:
+                    quantized = self.quantized = QuantizedRows.of(self.matrix, self.size)
+        return quantized
 
     def _approximate(
         self,
@@ -377,7 +435,7 @@ class WorkspaceState:
     def attach_ann(self, ann: AnnIndex) -> None:
         """Adopt an index built from an earlier state of the rows, re-reading the rows changed since (exclusive)."""
         ann.resync(self.ann_dirty or (), self.matrix, self.size)
-        self.ann, self.ann_dirty = ann, None
+        self.ann, self.ann_dirty, self.quantized = ann, None, None  # the index has its own quantised copy
 
     def lexical_index(self) -> LexicalIndex:
         """The BM25 index, built from the nodes on first use. Runs under the shared gate, where concurrent
@@ -468,6 +526,17 @@ def _top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
             top = pool[top]
         top.sort()
     return top[np.argsort(-scores[top], kind="stable")]
+
+
+def _kth_highest(values: NDArray[np.float32], k: int) -> float:
+    """The k-th highest of `values` (1 <= k <= len): a partition of only the values at or above the k-th highest
+    maximum of blocks of `KTH_BLOCK` values, which is at most the answer (k blocks reach it); 10k values: ~20 µs
+    instead of ~50 for a partition of all."""
+    blocks = len(values) // KTH_BLOCK
+    if blocks >= 4 * k:
+        maxima = values[: blocks * KTH_BLOCK].reshape(blocks, KTH_BLOCK).max(axis=1)
+        values = values[values >= -np.partition(-maxima, k - 1)[k - 1]]
+    return float(-np.partition(-values, k - 1)[k - 1])  # negated: see `_top_rows`
 
 
 def _above_block_maxima(scores: NDArray[np.float32], k: int) -> NDArray[np.intp] | None:

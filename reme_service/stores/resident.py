@@ -1,9 +1,10 @@
 """`ResidentSet`: which workspaces a persistent in-process store holds in RAM, least recently used first, with each
 one's estimated size, so that the store can let idle ones go when the total passes its budget.
 
-The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's, if any) plus the node count
-times the measured size of a sample of nodes (their ids and blobs in the `NodeTable`, and their place in the id
-index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size changes.
+The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's or its int8 copy's, if any)
+plus the node count times the measured size of a sample of nodes (their ids and blobs in the `NodeTable`, and their
+place in the id index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size
+changes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def footprint(state: WorkspaceState) -> int:
         return int(state.matrix.nbytes)
     per_node = state.nodes.bytes_per_row(SAMPLE_NODES)
     ann = state.ann.memory_bytes() if state.ann is not None else 0
-    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann)
+    quantized = state.quantized.nbytes() if state.quantized is not None else 0
+    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann + quantized)
 
 
 class ResidentSet:
@@ -33,7 +35,7 @@ class ResidentSet:
     def __init__(self, budget_bytes: int | None) -> None:
         self.budget_bytes = budget_bytes
         self.total = 0
-        # id -> (state id, rows + (1 << 62 when it has an approximate index), bytes)
+        # id -> (state id, rows + (1 << 62 with an approximate index) + (1 << 61 with an int8 copy), bytes)
         self._sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -41,9 +43,9 @@ class ResidentSet:
 
     def touch(self, workspace_id: str, state: WorkspaceState) -> None:
         """`workspace_id` was just used; its size is re-estimated when its state, its row count or whether it has
-        an approximate index changed."""
+        an approximate index or an int8 copy changed."""
         known = self._sizes.get(workspace_id)
-        shape = state.size + (1 << 62 if state.ann is not None else 0)
+        shape = state.size + (1 << 62 if state.ann is not None else 0) + (1 << 61 if state.quantized is not None else 0)
         if known is not None and known[0] == id(state) and known[1] == shape:
             self._sizes.move_to_end(workspace_id)
             return

@@ -11,7 +11,8 @@ import sys
 
 SCRIPT = """
 import numpy as np
-import reme_service.stores.ann  # usearch, and NumKong's symbols, first
+import reme_service.stores.quantized  # numkong imported directly (not through usearch) first
+import reme_service.stores.ann  # usearch, and NumKong's symbols, next
 from reme_service.providers.embedding.bert_graph import EncoderGraph
 from usearch.index import Index
 
