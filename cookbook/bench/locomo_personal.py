@@ -44,17 +44,24 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 PLAIN_FLOW = "retrieve_personal_memory_without_time"
 COSINE_FLOW = "retrieve_personal_memory_cosine"
+UNRESCORED_FLOW = "retrieve_personal_memory_unrescored"
 LABELS = {
     "retrieve_personal_memory": "time fusion, cosine + BM25",
+    UNRESCORED_FLOW: "the same before rescoring",
     PLAIN_FLOW: "without time fusion",
     COSINE_FLOW: "time fusion, cosine only",
+}
+# FuseRerankOp and RetrieveMemoryOp as they were before the rescoring step (docs/retrieval_quality.md)
+UNRESCORED = {
+    "FuseRerankOp()": "FuseRerankOp(group_weight=0.0, time_boost=0.0, period_search=False)",
+    "RetrieveMemoryOp()": "RetrieveMemoryOp(lexical_weight=0.4)",
 }
 
 
 def overlay_with_plain_flow(directory: Path) -> Path:
-    """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, and whose
+    """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, whose
     RetrieveMemoryOp ranks by cosine alone (`hybrid=False`: the default before it fused BM25 in,
-    docs/retrieval_quality.md)."""
+    docs/retrieval_quality.md), and whose ops rank as before the rescoring (`UNRESCORED`)."""
     flows = yaml.safe_load((FLOWS_DIR / "personal.yaml").read_text(encoding="utf-8"))["flow"]
     plain = dict(flows["retrieve_personal_memory"])
     plain["flow_content"] = plain["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(enable_time_fusion=False)")
@@ -62,8 +69,13 @@ def overlay_with_plain_flow(directory: Path) -> Path:
     cosine = dict(flows["retrieve_personal_memory"])
     cosine["flow_content"] = cosine["flow_content"].replace("RetrieveMemoryOp()", "RetrieveMemoryOp(hybrid=False)")
     assert "hybrid=False" in cosine["flow_content"]
+    unrescored = dict(flows["retrieve_personal_memory"])
+    for op, before in UNRESCORED.items():
+        assert op in unrescored["flow_content"]
+        unrescored["flow_content"] = unrescored["flow_content"].replace(op, before)
     path = directory / "plain.yaml"
-    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain, COSINE_FLOW: cosine}}), encoding="utf-8")
+    overlay = {"flow": {PLAIN_FLOW: plain, COSINE_FLOW: cosine, UNRESCORED_FLOW: unrescored}}
+    path.write_text(yaml.safe_dump(overlay), encoding="utf-8")
     return path
 
 
