@@ -78,7 +78,7 @@ async def test_a_period_named_is_searched_however_many_memories_resemble_the_que
         days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d} 10:00:00" for i in range(80)]
         await insert(app, [stored(f"I cooked pasta with friends for dinner, number {i}.", day)
                            for i, day in enumerate(days)])  # fmt: skip
-        await insert(app, [stored("We cooked a risotto.", "2022-03-12 10:00:00")])
+        await insert(app, [stored("I cooked risotto with friends.", "2022-03-12 10:00:00")])
         result = await app.async_execute(
             name="retrieve_personal_memory",
             workspace_id=WS,
@@ -89,4 +89,4 @@ async def test_a_period_named_is_searched_however_many_memories_resemble_the_que
         )
         assert result["success"], result
         (top,) = result["metadata"]["memory_list"]
-        assert top["content"] == "We cooked a risotto." and top["time_match"] == "message"
+        assert top["content"] == "I cooked risotto with friends." and top["time_match"] == "message"
