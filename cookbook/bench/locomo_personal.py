@@ -9,7 +9,7 @@ Ingestion: for each conversation and each of its two speakers, every session goe
 `assistant` — with the session's date as each message's `time_created` and the turn's `dia_id` in the message
 metadata (an image's caption, when a turn shares one, is appended to its text). Retrieval: every scorable
 question (categories 1-4) goes to `retrieve_personal_memory` with `top_k` = k, asked at the last session's
-date, with `user_name` set to the speaker it names (both speakers, results merged by fused score, when it names
+date, with `user_name` set to the speaker it names (both speakers, results merged by rank score, when it names
 both or neither). A question is a hit when one of its evidence turns is the source of one of the k memories.
 
 Latency: a workspace of 10,000 personal memories of one user (the LoCoMo observations, copied with their
@@ -138,7 +138,7 @@ async def ask(
         if not result["success"]:
             raise SystemExit(f"retrieval failed: {result['metadata']}")
         merged += result["metadata"]["memory_list"]
-    merged.sort(key=lambda m: m["fused_score"], reverse=True)
+    merged.sort(key=lambda m: m.get("rank_score", m["fused_score"]), reverse=True)  # with the rescoring bonuses
     return merged[:k]
 
 

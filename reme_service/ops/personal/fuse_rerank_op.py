@@ -173,14 +173,15 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         limit = params.output_memory_max_count or ctx.input(fields.TOP_K)
         query = ctx[common_keys.QUERY]
         chosen = pick(query, [m for _, _, m in scored], [f for f, _, _ in scored], params, params.group_key, limit)
-        kept = [(score, scored[i][1], scored[i][2]) for i, score in chosen]
-        ctx[common_keys.MEMORY_LIST] = [m for _, _, m in kept]
-        ctx.response.answer = "\n".join(answer_line(m) for _, _, m in kept)
-        ctx.response.metadata["memory_list"] = [self._dump(m, fused, match) for fused, match, m in kept]
+        kept = [(*scored[i], score) for i, score in chosen]
+        ctx[common_keys.MEMORY_LIST] = [m for _, _, m, _ in kept]
+        ctx.response.answer = "\n".join(answer_line(m) for _, _, m, _ in kept)
+        ctx.response.metadata["memory_list"] = [self._dump(m, fused, match, rank) for fused, match, m, rank in kept]
 
     @staticmethod
-    def _dump(memory: BaseMemory, fused: float, match: str) -> dict[str, Any]:
-        return {**memory.model_dump(mode="json"), "fused_score": round(fused, 6), "time_match": match or None}
+    def _dump(memory: BaseMemory, fused: float, match: str, rank: float) -> dict[str, Any]:
+        scores = {"fused_score": round(fused, 6), "rank_score": round(rank, 6), "time_match": match or None}
+        return {**memory.model_dump(mode="json"), **scores}
 
     async def _time_candidates(self, ctx: ServiceContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
         """Memories beyond the semantic candidates that match `span`, from a wider similarity search."""
