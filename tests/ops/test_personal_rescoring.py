@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from reme_service.config.loader import FLOWS_DIR
 from reme_service.ops.personal.fuse_rerank_op import FuseRerankParams, pick
 from reme_service.schema.memory import PersonalMemory
 from tests.ops.personal_helpers import personal_app
@@ -71,10 +73,15 @@ def stored(text: str, said: str) -> dict[str, Any]:
 
 
 async def test_a_period_named_is_searched_however_many_memories_resemble_the_query_more(tmp_path: Path) -> None:
-    """A question naming a period finds what was said in it although more than `time_recall_top_k` other memories
-    resemble the question more: the period is searched (store filter on `time_created`), not only a wider search
-    filtered afterwards."""
-    async with personal_app(tmp_path) as app:
+    """With `period_search`, a question naming a period finds what was said in it although more than
+    `time_recall_top_k` other memories resemble the question more: the period is searched (store filter on
+    `time_created`), not only a wider search filtered afterwards."""
+    flows = yaml.safe_load((FLOWS_DIR / "personal.yaml").read_text(encoding="utf-8"))["flow"]
+    flow = dict(flows["retrieve_personal_memory"])
+    flow["flow_content"] = flow["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(period_search=True)")
+    overlay = tmp_path / "period.yaml"
+    overlay.write_text(yaml.safe_dump({"flow": {"retrieve_personal_memory": flow}}), encoding="utf-8")
+    async with personal_app(tmp_path, f"config={overlay}") as app:
         days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d} 10:00:00" for i in range(80)]
         await insert(app, [stored(f"I cooked pasta with friends for dinner, number {i}.", day)
                            for i, day in enumerate(days)])  # fmt: skip
