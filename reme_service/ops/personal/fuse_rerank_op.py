@@ -22,6 +22,17 @@ With the workspace's `lifecycle.decay_half_life_days` set, the fused score is al
 decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
 search are checked for validity like the others.
 
+Then the fused scores are rescored as task retrieval rescores its hits (`ops/vector_store/rescore.py`, `pick`):
+`time_boost` for a memory mentioning time when the query asks *when*, and a two-stage day → memory ranking over
+`group_key` (`msg_date`, the day a memory was said: a conversation's session), each memory getting `group_weight`
+× its day's best fused score over the best day's, so the memories of the day the best match was said come first;
+`diversity` / `list_diversity` spread the pick over days (off). `period_search` searches the query's period (said
+in it: `periods.period_filter`; about it: `memories.event_filter`) instead of filtering the wider search: it finds
+matching memories however many resemble the query more, but costs two filtered scans (off: neutral on LoCoMo).
+Defaults chosen by leave-one-conversation-out cross-validation on LoCoMo (`cookbook/bench/locomo_personal_cv.py`:
+evidence hit@5 0.684 → 0.718, docs/retrieval_quality.md). `fused_score` is the fusion, `rank_score` the score the
+memories were picked by (with the bonuses).
+
 `enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
 said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
 `time_match`.
