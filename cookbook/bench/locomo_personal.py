@@ -9,7 +9,7 @@ Ingestion: for each conversation and each of its two speakers, every session goe
 `assistant` — with the session's date as each message's `time_created` and the turn's `dia_id` in the message
 metadata (an image's caption, when a turn shares one, is appended to its text). Retrieval: every scorable
 question (categories 1-4) goes to `retrieve_personal_memory` with `top_k` = k, asked at the last session's
-date, with `user_name` set to the speaker it names (both speakers, results merged by fused score, when it names
+date, with `user_name` set to the speaker it names (both speakers, results merged by rank score, when it names
 both or neither). A question is a hit when one of its evidence turns is the source of one of the k memories.
 
 Latency: a workspace of 10,000 personal memories of one user (the LoCoMo observations, copied with their
@@ -44,17 +44,24 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 PLAIN_FLOW = "retrieve_personal_memory_without_time"
 COSINE_FLOW = "retrieve_personal_memory_cosine"
+UNRESCORED_FLOW = "retrieve_personal_memory_unrescored"
 LABELS = {
     "retrieve_personal_memory": "time fusion, cosine + BM25",
+    UNRESCORED_FLOW: "the same before rescoring",
     PLAIN_FLOW: "without time fusion",
     COSINE_FLOW: "time fusion, cosine only",
+}
+# FuseRerankOp and RetrieveMemoryOp as they were before the rescoring step (docs/retrieval_quality.md)
+UNRESCORED = {
+    "FuseRerankOp()": "FuseRerankOp(group_weight=0.0, time_boost=0.0, period_search=False)",
+    "RetrieveMemoryOp()": "RetrieveMemoryOp(lexical_weight=0.4)",
 }
 
 
 def overlay_with_plain_flow(directory: Path) -> Path:
-    """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, and whose
+    """A config overlay adding copies of retrieve_personal_memory whose FuseRerankOp ignores time, whose
     RetrieveMemoryOp ranks by cosine alone (`hybrid=False`: the default before it fused BM25 in,
-    docs/retrieval_quality.md)."""
+    docs/retrieval_quality.md), and whose ops rank as before the rescoring (`UNRESCORED`)."""
     flows = yaml.safe_load((FLOWS_DIR / "personal.yaml").read_text(encoding="utf-8"))["flow"]
     plain = dict(flows["retrieve_personal_memory"])
     plain["flow_content"] = plain["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(enable_time_fusion=False)")
@@ -62,8 +69,13 @@ def overlay_with_plain_flow(directory: Path) -> Path:
     cosine = dict(flows["retrieve_personal_memory"])
     cosine["flow_content"] = cosine["flow_content"].replace("RetrieveMemoryOp()", "RetrieveMemoryOp(hybrid=False)")
     assert "hybrid=False" in cosine["flow_content"]
+    unrescored = dict(flows["retrieve_personal_memory"])
+    for op, before in UNRESCORED.items():
+        assert op in unrescored["flow_content"]
+        unrescored["flow_content"] = unrescored["flow_content"].replace(op, before)
     path = directory / "plain.yaml"
-    path.write_text(yaml.safe_dump({"flow": {PLAIN_FLOW: plain, COSINE_FLOW: cosine}}), encoding="utf-8")
+    overlay = {"flow": {PLAIN_FLOW: plain, COSINE_FLOW: cosine, UNRESCORED_FLOW: unrescored}}
+    path.write_text(yaml.safe_dump(overlay), encoding="utf-8")
     return path
 
 
@@ -126,7 +138,7 @@ async def ask(
         if not result["success"]:
             raise SystemExit(f"retrieval failed: {result['metadata']}")
         merged += result["metadata"]["memory_list"]
-    merged.sort(key=lambda m: m["fused_score"], reverse=True)
+    merged.sort(key=lambda m: m.get("rank_score", m["fused_score"]), reverse=True)  # with the rescoring bonuses
     return merged[:k]
 
 

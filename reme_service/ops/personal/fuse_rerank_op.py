@@ -22,6 +22,17 @@ With the workspace's `lifecycle.decay_half_life_days` set, the fused score is al
 decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
 search are checked for validity like the others.
 
+Then the fused scores are rescored as task retrieval rescores its hits (`ops/vector_store/rescore.py`, `pick`):
+`time_boost` for a memory mentioning time when the query asks *when*, and a two-stage day → memory ranking over
+`group_key` (`msg_date`, the day a memory was said: a conversation's session), each memory getting `group_weight`
+× its day's best fused score over the best day's, so the memories of the day the best match was said come first;
+`diversity` / `list_diversity` spread the pick over days (off). `period_search` searches the query's period (said
+in it: `periods.period_filter`; about it: `memories.event_filter`) instead of filtering the wider search: it finds
+matching memories however many resemble the query more, but costs two filtered scans (off: neutral on LoCoMo).
+Defaults chosen by leave-one-conversation-out cross-validation on LoCoMo (`cookbook/bench/locomo_personal_cv.py`:
+evidence hit@5 0.684 → 0.718, docs/retrieval_quality.md). `fused_score` is the fusion, `rank_score` the score the
+memories were picked by (with the bonuses).
+
 `enable_time_fusion=False` turns every time factor off. The answer lists the memories, each with the time it was
 said and, when known, the time it refers to; `metadata.memory_list` holds them with `fused_score` and
 `time_match`.
@@ -29,10 +40,12 @@ said and, when known, the time it refers to; `metadata.memory_list` holds them w
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+import numpy as np
 from pydantic import Field
 
 from reme_service.flow.op import OpParams
@@ -41,17 +54,19 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import decay
-from reme_service.ops.personal.memories import INSIGHT, event_span, personal_filter, said_at
-from reme_service.ops.personal.retrieve_memory_op import hits_to_memories
+from reme_service.ops.personal.memories import INSIGHT, event_filter, event_span, personal_filter, said_at
+from reme_service.ops.personal.retrieve_memory_op import PERSONAL_LEXICAL_WEIGHT, hits_to_memories
 from reme_service.ops.personal.time_expressions import asks_about_time
 from reme_service.ops.personal.timespan import WEEKDAYS_EN, TimeSpan
-from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
+from reme_service.ops.vector_store.periods import period_filter
+from reme_service.ops.vector_store.rescore import Rescoring, diversify, rescore
 from reme_service.schema.memory import BaseMemory, PersonalMemory
+from reme_service.schema.vector_node import SearchHit
 
 DEFAULT_RATIOS = {"conversation": 0.5, "observation": 1.0, "obs_customized": 1.2, "insight": 2.0}
 
 
-class FuseRerankParams(OpParams):
+class FuseRerankParams(OpParams, Rescoring):
     fuse_score_threshold: float = 0.1
     fuse_ratio_dict: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_RATIOS))
     default_type_ratio: float = 1.0
@@ -62,7 +77,36 @@ class FuseRerankParams(OpParams):
     output_memory_max_count: int | None = None
     store: str = "default"
     hybrid: bool = True
-    lexical_weight: float = LEXICAL_WEIGHT
+    lexical_weight: float = PERSONAL_LEXICAL_WEIGHT
+    # chosen by leave-one-conversation-out cross-validation on LoCoMo (`cookbook/bench/locomo_personal_cv.py`)
+    time_boost: float = 0.1
+    group_weight: float = 0.7
+    group_mode: Literal["sum", "max"] = "max"
+    group_key: str | None = "msg_date"
+    period_search: bool = False  # searched: neutral on LoCoMo, p95 x6 at 10k memories (retrieval_quality.md)
+
+
+def group_of(memory: BaseMemory, key: str | None) -> str | None:
+    """The group a memory belongs to for the rescoring: its inner `metadata[key]` as text (None when absent)."""
+    value = memory.metadata.get(key) if key else None
+    return None if value is None else str(value)
+
+
+def pick(
+    query: str, memories: Sequence[BaseMemory], fused: Sequence[float], weights: Rescoring, key: str | None, k: int
+) -> list[tuple[int, float]]:
+    """The best `k` candidates as (index, final score), best first: each fused score with the rescoring bonuses of
+    `weights` (`rescore.rescore`: cues of the query in the memory's content, the group scores over `key`), picked
+    diversified (`rescore.diversify`). With no bonus active, the first `k` by fused score."""
+    scores = np.asarray(fused, dtype=np.float64)
+    if not weights.active:
+        order = np.argsort(-scores, kind="stable").tolist()
+        return [(i, float(scores[i])) for i in order[:k]]
+    groups = [group_of(m, key) for m in memories]
+    scores = rescore(query, [m.content for m in memories], scores.tolist(), weights, groups)
+    order = np.argsort(-scores, kind="stable").tolist()
+    chosen = diversify(order, groups, scores, k, weights, weights.diversity_for(query))
+    return [(i, float(scores[i])) for i in chosen]
 
 
 def time_match(memory: BaseMemory, span: TimeSpan) -> str:
@@ -135,17 +179,20 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
                 ratio *= params.fuse_time_question_ratio
             if as_of is not None:
                 ratio *= decay(memory, as_of, lifecycle)
-            scored.append((relevance * ratio, match, memory))
-        scored.sort(key=lambda item: item[0], reverse=True)
+            fused = relevance * ratio + (params.period_boost if match else 0.0)
+            scored.append((fused, match, memory))
         limit = params.output_memory_max_count or ctx.input(fields.TOP_K)
-        kept = scored[:limit]
-        ctx[common_keys.MEMORY_LIST] = [m for _, _, m in kept]
-        ctx.response.answer = "\n".join(answer_line(m) for _, _, m in kept)
-        ctx.response.metadata["memory_list"] = [self._dump(m, fused, match) for fused, match, m in kept]
+        query = ctx[common_keys.QUERY]
+        chosen = pick(query, [m for _, _, m in scored], [f for f, _, _ in scored], params, params.group_key, limit)
+        kept = [(*scored[i], score) for i, score in chosen]
+        ctx[common_keys.MEMORY_LIST] = [m for _, _, m, _ in kept]
+        ctx.response.answer = "\n".join(answer_line(m) for _, _, m, _ in kept)
+        ctx.response.metadata["memory_list"] = [self._dump(m, fused, match, rank) for fused, match, m, rank in kept]
 
     @staticmethod
-    def _dump(memory: BaseMemory, fused: float, match: str) -> dict[str, Any]:
-        return {**memory.model_dump(mode="json"), "fused_score": round(fused, 6), "time_match": match or None}
+    def _dump(memory: BaseMemory, fused: float, match: str, rank: float) -> dict[str, Any]:
+        scores = {"fused_score": round(fused, 6), "rank_score": round(rank, 6), "time_match": match or None}
+        return {**memory.model_dump(mode="json"), **scores}
 
     async def _time_candidates(self, ctx: ServiceContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
         """Memories beyond the semantic candidates that match `span`, from a wider similarity search."""
@@ -161,14 +208,29 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
             weight = ctx.get(keys.QUERY_LEXICAL_WEIGHT, None)
         # an array is what the stores take at run time; their signature says `Sequence[float]`
         as_sequence = None if vector is None else cast(Sequence[float], vector)
-        if weight is not None:
-            hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=top_k, filter=flt, lexical_weight=weight, exact=exact, vector=as_sequence
+
+        async def search(condition: dict[str, Any]) -> list[SearchHit]:
+            if weight is not None:
+                return await store.search_hybrid(
+                    ctx.workspace_id,
+                    query,
+                    top_k=top_k,
+                    filter=condition,
+                    lexical_weight=weight,
+                    exact=exact,
+                    vector=as_sequence,
+                )
+            if as_sequence is None:
+                return await store.search(ctx.workspace_id, query, top_k=top_k, filter=condition, exact=exact)
+            return await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=condition, exact=exact)
+
+        if self.params.period_search:  # within the period: said in it (`periods.period_filter`), or about it
+            found_hits = await asyncio.gather(
+                search(period_filter(span.bounds(), flt)), search(event_filter(span, flt))
             )
-        elif as_sequence is None:
-            hits = await store.search(ctx.workspace_id, query, top_k=top_k, filter=flt, exact=exact)
+            hits = sorted((h for group in found_hits for h in group), key=lambda h: h.score, reverse=True)
         else:
-            hits = await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=flt, exact=exact)
+            hits = await search(flt)
         found: list[BaseMemory] = []
         for memory in hits_to_memories(hits, validity=ctx.get(keys.VALIDITY, None)):
             if memory.memory_id not in seen and time_match(memory, span):

@@ -72,6 +72,13 @@ def personal_filter(target: str | None, *, kind: str | None = None, **inner: Any
     return flt
 
 
+def event_filter(span: TimeSpan, base: dict[str, Any]) -> dict[str, Any]:
+    """`base` (a store filter) narrowed to the memories whose event period (`event_start`..`event_end`) overlaps
+    `span`; memories that record no event period match nothing."""
+    start, end = span.bounds()
+    return {**base, "metadata.metadata.event_start": {"lt": end}, "metadata.metadata.event_end": {"gt": start}}
+
+
 def stable_id(*parts: object) -> str:
     """A 32-hex id derived from `parts`, so re-sending the same message replaces its observations."""
     return hashlib.md5("\x1f".join(str(p) for p in parts).encode(), usedforsecurity=False).hexdigest()

@@ -25,11 +25,13 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import Validity
 from reme_service.ops.personal.memories import personal_filter
-from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
 from reme_service.schema.memory import BaseMemory, memory_from_node
 from reme_service.schema.vector_node import SearchHit
 
 MAX_RECALL = 200
+# the BM25 share of the fused search: 0.3 for personal memories (0.4 for task memories, `RecallVectorStoreOp`),
+# chosen by leave-one-conversation-out cross-validation on LoCoMo (`cookbook/bench/locomo_personal_cv.py`)
+PERSONAL_LEXICAL_WEIGHT = 0.3
 
 
 def hits_to_memories(
@@ -59,7 +61,7 @@ class RetrieveMemoryParams(OpParams):
     threshold_score: float | None = None
     store: str = "default"
     hybrid: bool = True
-    lexical_weight: float = LEXICAL_WEIGHT
+    lexical_weight: float = PERSONAL_LEXICAL_WEIGHT
 
 
 class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
