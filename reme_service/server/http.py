@@ -27,6 +27,7 @@ from starlette.types import Scope
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
+from reme_service.context_vars import current_request
 from reme_service.errors import ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
@@ -48,7 +49,9 @@ logger = logging.getLogger("reme_service.http")
 
 
 def _request_id(request: Request) -> str:
-    return request_id_from(request.scope.get("headers", ()))
+    """The request's id: the one `observer.RequestObserver` fixed for it (and logs), else the headers'."""
+    info = current_request.get()
+    return info.request_id if info is not None else request_id_from(request.scope.get("headers", ()))
 
 
 class _FlowRoute(Route):

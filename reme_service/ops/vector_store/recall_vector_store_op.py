@@ -45,7 +45,7 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.periods import Period, period_filter, query_periods, written_in
 from reme_service.ops.vector_store.rescore import TEXT_CACHE, Rescoring, diversify, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
-from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.vector_node import SearchHit
 
 MAX_TOP_K = 50
 LEXICAL_WEIGHT = 0.4
@@ -67,19 +67,6 @@ class RecallVectorStoreParams(OpParams, Rescoring):
     list_diversity: float | None = Field(default=0.3, ge=0.0)
     group_key: str | None = "session"
     rescore_pool: int = Field(default=20, ge=1, le=200)
-
-
-def _node_content(node: VectorNode) -> str:
-    """A stored memory's `content` (`when_to_use` is the node's own text)."""
-    content = node.metadata.get("content")
-    return content if isinstance(content, str) else ""
-
-
-def _node_group(node: VectorNode, key: str) -> str | None:
-    """`metadata[key]` of a stored memory, as text (None when absent)."""
-    metadata = node.metadata.get("metadata")
-    value = metadata.get(key) if isinstance(metadata, dict) else None
-    return None if value is None else str(value)
 
 
 @lru_cache(maxsize=TEXT_CACHE)
@@ -109,10 +96,19 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         hits = await self._search(ctx, query, fetch, flt, periods)
         if params.threshold_score is not None:
             hits = [hit for hit in hits if hit.score >= params.threshold_score]
-        # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built
-        texts = [_node_content(hit.node) for hit in hits]
+        # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built. Each
+        # candidate's `content` (`when_to_use` is the node's own text) and group (`metadata[group_key]` as text, None
+        # when absent), read inline: this runs for every candidate of the pool
         group_key = params.group_key
-        groups = [_node_group(hit.node, group_key) if group_key else None for hit in hits]
+        texts: list[str] = []
+        groups: list[str | None] = []
+        for hit in hits:
+            stored = hit.node.metadata
+            content = stored.get("content")
+            texts.append(content if isinstance(content, str) else "")
+            inner = stored.get("metadata") if group_key else None
+            value = inner.get(group_key) if isinstance(inner, dict) else None
+            groups.append(None if value is None else str(value))
         scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
         if periods:  # the memories written in a period the query names: bonus, then the best `fetch` candidates
             written = [written_in(hit.node.metadata.get("time_created"), periods) for hit in hits]
@@ -144,7 +140,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
             memory.relevance = round(hits[i].score, 6)
             memories.append(memory)
         ctx[keys.MEMORY_LIST] = memories
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+        ctx.publish_memories(memories)
 
     async def _search(
         self, ctx: ServiceContext, query: str, fetch: int, flt: dict[str, Any] | None, periods: Sequence[Period]
