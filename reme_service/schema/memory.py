@@ -181,8 +181,11 @@ def memory_from_dict(data: dict[str, Any]) -> TaskMemory | PersonalMemory | Tool
 
 def memory_from_node(node: VectorNode) -> TaskMemory | PersonalMemory | ToolMemory:
     """Reverse of `to_vector_node`."""
-    meta = dict(node.metadata)
-    meta.pop("relevance", None)
-    return memory_from_dict(
-        {**meta, "memory_id": node.unique_id, "workspace_id": node.workspace_id, "when_to_use": node.content}
-    )
+    data = {
+        **node.metadata,
+        "memory_id": node.unique_id,
+        "workspace_id": node.workspace_id,
+        "when_to_use": node.content,
+    }
+    data.pop("relevance", None)  # one copy of the metadata, not two
+    return memory_from_dict(data)

@@ -91,7 +91,8 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         flt = {"metadata.memory_type": params.memory_type} if params.memory_type else None
         # Over-fetch a little so dropping repeated contents still leaves top_k items.
         rescoring: Rescoring = params  # the params carry the rescoring weights
-        fetch = min(max(top_k * 2, params.rescore_pool if rescoring.active else 0), max(MAX_TOP_K * 2, 200))
+        active = rescoring.active
+        fetch = min(max(top_k * 2, params.rescore_pool if active else 0), max(MAX_TOP_K * 2, 200))
         periods = query_periods(query, datetime.now()) if params.period_boost > 0 else []
         hits = await self._search(ctx, query, fetch, flt, periods)
         if params.threshold_score is not None:
@@ -121,10 +122,12 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
                 scores[keep],
             )
         order = list(range(len(hits)))
-        if rescoring.active and hits:
+        if active and hits:
             scores = rescore(query, texts, scores.tolist(), rescoring, groups)
             order = np.argsort(-scores, kind="stable").tolist()  # stable: search order breaks ties
         # a later hit repeating an earlier one's content is dropped, then the top_k are picked (diversified)
+        # (undiversified, or no candidate in a group: the pick is the first top_k, so the rest need no check)
+        first_only = (rescoring.diversity <= 0.0 and not rescoring.list_diversity) or groups.count(None) == len(groups)
         seen: set[str] = set()
         unique: list[int] = []
         for i in order:
@@ -132,7 +135,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
             if key not in seen:
                 seen.add(key)
                 unique.append(i)
-                if len(unique) >= top_k and rescoring.diversity <= 0.0 and not rescoring.list_diversity:
+                if first_only and len(unique) >= top_k:
                     break
         memories: list[BaseMemory] = []
         for i in diversify(unique, groups, scores, top_k, rescoring, rescoring.diversity_for(query)):
