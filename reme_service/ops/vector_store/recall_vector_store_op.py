@@ -139,9 +139,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
                     break
         memories: list[BaseMemory] = []
         for i in diversify(unique, groups, scores, top_k, rescoring, rescoring.diversity_for(query)):
-            memory = memory_from_node(hits[i].node)
-            memory.relevance = round(hits[i].score, 6)
-            memories.append(memory)
+            memories.append(memory_from_node(hits[i].node, round(hits[i].score, 6)))
         ctx[keys.MEMORY_LIST] = memories
         ctx.publish_memories(memories)
 
