@@ -51,26 +51,29 @@ class FlowRunner(Generic[C]):
     async def run(self, request: BaseModel, *, request_id: str) -> FlowResponse:
         """Execute the flow. Raises a `ReMeError` (usually an `OpError`) on failure."""
         ctx = self._make_context(self.name, request_id, request)
+        if not logger.isEnabledFor(logging.DEBUG):  # the timings are only logged at DEBUG: not taken below it
+            await self._execute(self.tree, ctx, False)
+            return ctx.response
         started = time.perf_counter()
-        await self._execute(self.tree, ctx)
+        await self._execute(self.tree, ctx, True)
         logger.debug("[%s] flow %s done in %.2f ms", request_id, self.name, (time.perf_counter() - started) * 1e3)
         return ctx.response
 
-    async def _execute(self, node: Node, ctx: C) -> None:
+    async def _execute(self, node: Node, ctx: C, timed: bool = False) -> None:
         if isinstance(node, Sequential):
             for child in node.children:
                 if ctx.finished:  # an op called `ctx.finish()`: the answer is complete
                     return
-                await self._execute(child, ctx)
+                await self._execute(child, ctx, timed)
         elif isinstance(node, Parallel):
-            await run_all(self._execute(child, ctx) for child in node.children)
+            await run_all(self._execute(child, ctx, timed) for child in node.children)
         else:
             assert isinstance(node, Op)
-            await self._run_op(node, ctx)
+            await self._run_op(node, ctx, timed)
 
-    async def _run_op(self, template: AnyOp, ctx: C) -> None:
+    async def _run_op(self, template: AnyOp, ctx: C, timed: bool) -> None:
         op = type(template).from_params(template.params)
-        started = time.perf_counter()
+        started = time.perf_counter() if timed else 0.0
         token = current_op.set(op.name)
         try:
             await op.run(ctx.bind(op))
@@ -85,8 +88,9 @@ class FlowRunner(Generic[C]):
             raise error from exc
         finally:
             current_op.reset(token)
-            elapsed = (time.perf_counter() - started) * 1e3
-            logger.debug("[%s] %s.%s %.2f ms", ctx.request_id, self.name, op.name, elapsed)
+            if timed:
+                elapsed = (time.perf_counter() - started) * 1e3
+                logger.debug("[%s] %s.%s %.2f ms", ctx.request_id, self.name, op.name, elapsed)
 
 
 def describe(tree: Node) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
@@ -64,10 +64,16 @@ class Meter:
     name: str
     total: _Children[Counter]
     duration: _Children[Histogram]
+    # (operation, outcome) -> the two children it counts in, looked up once
+    _series: dict[tuple[str, str], tuple[Counter, Histogram]] = field(default_factory=dict, compare=False)
 
     def observe(self, operation: str, outcome: str, seconds: float) -> None:
-        self.total(self.name, operation, outcome).inc()
-        self.duration(self.name, operation).observe(seconds)
+        series = self._series.get((operation, outcome))
+        if series is None:
+            series = (self.total(self.name, operation, outcome), self.duration(self.name, operation))
+            self._series[(operation, outcome)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
 
 class _Resident(Collector):
@@ -110,6 +116,9 @@ class Metrics:
         self._http_duration = _Children(self.http_duration)
         self._flow_runs = _Children(self.flow_runs)
         self._flow_duration = _Children(self.flow_duration)
+        # (route, method, status) -> its two children, and (flow, status) -> its two: one lookup a request each
+        self._requests: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._runs: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self._resident = _Resident()
         reg.register(self._resident)
         Gauge("reme_build_info", "the running version (always 1)", ["version"], registry=reg).labels(__version__).set(1)
@@ -127,12 +136,20 @@ class Metrics:
         self._resident.sources[store] = count
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self._http_requests(route, method, str(status)).inc()
-        self._http_duration(route).observe(seconds)
+        series = self._requests.get((route, method, status))
+        if series is None:
+            series = (self._http_requests(route, method, str(status)), self._http_duration(route))
+            self._requests[(route, method, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def flow_run(self, flow: str, status: int, seconds: float) -> None:
-        self._flow_runs(flow, str(status)).inc()
-        self._flow_duration(flow).observe(seconds)
+        series = self._runs.get((flow, status))
+        if series is None:
+            series = (self._flow_runs(flow, str(status)), self._flow_duration(flow))
+            self._runs[(flow, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

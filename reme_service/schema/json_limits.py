@@ -17,6 +17,7 @@ Python walk find the first offending value and its location, reported as a pydan
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,19 +109,35 @@ def find_problem(value: Any, loc: Loc = (), depth: int = 1) -> JsonProblem | Non
     return None
 
 
+class _Nest(threading.local):
+    """`_ORJSON_MAX_DEPTH - MAX_JSON_DEPTH` nested lists, made once per thread (`hole` the innermost): a value put
+    in `hole` sits as deep as that many wraps of it would, without building them on every request."""
+
+    def __init__(self) -> None:
+        self.hole: list[Any] = []
+        outer: list[Any] = self.hole
+        for _ in range(_ORJSON_MAX_DEPTH - MAX_JSON_DEPTH - 1):
+            outer = [outer]
+        self.outer = outer
+
+
+_NEST = _Nest()
+
+
 def _fast_ok(values: Mapping[str, Any]) -> bool:
     """True when orjson serialises `values` nested inside enough extra lists that only depth ≤ MAX_JSON_DEPTH fits.
 
     `OPT_STRICT_INTEGER` makes any integer beyond 53 bits fail too; the slow walk then applies the 64-bit rule.
     A failure here is only a hint: the caller walks the values to decide.
     """
-    wrapped: Any = values
-    for _ in range(_ORJSON_MAX_DEPTH - MAX_JSON_DEPTH):
-        wrapped = [wrapped]
+    nest = _NEST  # this thread's own lists (a large body is decoded in a worker thread)
+    nest.hole.append(values)
     try:
-        orjson.dumps(wrapped, option=orjson.OPT_STRICT_INTEGER)
+        orjson.dumps(nest.outer, option=orjson.OPT_STRICT_INTEGER)
     except (TypeError, ValueError):
         return False
+    finally:
+        nest.hole.clear()
     return True
 
 

@@ -179,10 +179,16 @@ def memory_from_dict(data: dict[str, Any]) -> TaskMemory | PersonalMemory | Tool
     return _MEMORY_ADAPTER.validate_python(data)
 
 
-def memory_from_node(node: VectorNode) -> TaskMemory | PersonalMemory | ToolMemory:
-    """Reverse of `to_vector_node`."""
-    meta = dict(node.metadata)
-    meta.pop("relevance", None)
-    return memory_from_dict(
-        {**meta, "memory_id": node.unique_id, "workspace_id": node.workspace_id, "when_to_use": node.content}
-    )
+def memory_from_node(node: VectorNode, relevance: float | None = None) -> TaskMemory | PersonalMemory | ToolMemory:
+    """Reverse of `to_vector_node`; a retrieved memory gets its search similarity as `relevance`."""
+    data = {
+        **node.metadata,
+        "memory_id": node.unique_id,
+        "workspace_id": node.workspace_id,
+        "when_to_use": node.content,
+    }
+    if relevance is None:
+        data.pop("relevance", None)  # one copy of the metadata, not two
+    else:
+        data["relevance"] = relevance
+    return memory_from_dict(data)

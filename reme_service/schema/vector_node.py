@@ -61,11 +61,12 @@ class SearchHit(BaseModel):
 
 _NODE_FIELDS = frozenset(VectorNode.model_fields)
 _HIT_FIELDS = frozenset(SearchHit.model_fields)
+_new = object.__new__
 _set_slot = object.__setattr__
 
 
 def _trusted(cls: type[BaseModel], values: dict[str, Any], fields: frozenset[str]) -> Any:
-    model = object.__new__(cls)
+    model = _new(cls)
     _set_slot(model, "__dict__", values)
     _set_slot(model, "__pydantic_fields_set__", set(fields))
     _set_slot(model, "__pydantic_extra__", None)
@@ -91,4 +92,29 @@ def trusted_node(
 def trusted_hit(node: VectorNode, score: float) -> SearchHit:
     """`SearchHit.model_construct(node=node, score=score)` (no validation)."""
     hit: SearchHit = _trusted(SearchHit, {"node": node, "score": score}, _HIT_FIELDS)
+    return hit
+
+
+def trusted_search_hit(
+    unique_id: str, workspace_id: str, content: str, metadata: dict[str, Any], score: float
+) -> SearchHit:
+    """`trusted_hit(trusted_node(..., None), score)` in one call: a search makes one for every candidate of the
+    rescoring pool, and this is `_trusted` twice inline (one Python call a hit instead of four)."""
+    node: VectorNode = _new(VectorNode)
+    values = {
+        "unique_id": unique_id,
+        "workspace_id": workspace_id,
+        "content": content,
+        "vector": None,
+        "metadata": metadata,
+    }
+    _set_slot(node, "__dict__", values)
+    _set_slot(node, "__pydantic_fields_set__", set(_NODE_FIELDS))
+    _set_slot(node, "__pydantic_extra__", None)
+    _set_slot(node, "__pydantic_private__", None)
+    hit: SearchHit = _new(SearchHit)
+    _set_slot(hit, "__dict__", {"node": node, "score": score})
+    _set_slot(hit, "__pydantic_fields_set__", set(_HIT_FIELDS))
+    _set_slot(hit, "__pydantic_extra__", None)
+    _set_slot(hit, "__pydantic_private__", None)
     return hit

@@ -26,12 +26,19 @@ def json_response(
 
 def request_id_from(headers: Iterable[tuple[bytes, bytes]]) -> str:
     """The client's `x-request-id` (printable, ≤ 64 characters) or a fresh one."""
+    return request_id_of(headers)[0]
+
+
+def request_id_of(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, bool]:
+    """`request_id_from(headers)`, and whether the headers hold an `x-request-id` at all (valid or not)."""
+    present = False
     for name, value in headers:
         if name.lower() == b"x-request-id":
+            present = True
             given = value.decode("latin-1")[:64]
             if given and given.isprintable():
-                return given
-    return uuid.uuid4().hex[:16]
+                return given, True
+    return uuid.uuid4().hex[:16], present
 
 
 def envelope_response(

@@ -7,7 +7,8 @@
   `Retry-After`. Only requests count, never idle connections; a request counts from the moment its body is
   complete, so slow uploads cannot take the slots of requests that are ready.
 
-Every answer is the failure envelope, with `connection: close` when the rest of the body is left unread.
+Every answer is the failure envelope, with `connection: close` when the rest of the body is left unread. A request
+it lets through gets its body both replayed to `receive` and, whole, in `scope[BODY_KEY]`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from reme_service.errors import (
 from reme_service.server.envelope import envelope_response, request_id_from
 
 logger = logging.getLogger("reme_service.http")
+
+BODY_KEY = "reme.body"  # the scope key of the request body the guard has read
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -72,6 +75,8 @@ class EdgeGuard:
             await self._answer(scope, send, rejected)
             return
         self.in_flight += 1
+        # the whole body, for the flow endpoints (`http.py`), which so skip re-reading it through `receive`
+        scope[BODY_KEY] = body[0].get("body", b"") if len(body) == 1 else b"".join(m.get("body", b"") for m in body)
         try:
             await self.app(scope, _replay(body, receive), send)
         finally:

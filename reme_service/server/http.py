@@ -27,6 +27,7 @@ from starlette.types import Scope
 
 from reme_service import __version__
 from reme_service.app import ReMeApp
+from reme_service.context_vars import current_request
 from reme_service.errors import ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
@@ -35,7 +36,7 @@ from reme_service.server.body import decode_body
 from reme_service.server.docs import install_offline_docs
 from reme_service.server.envelope import request_id_from
 from reme_service.server.event_routes import install_event_routes
-from reme_service.server.guard import EdgeGuard, EdgeLimits
+from reme_service.server.guard import BODY_KEY, EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
 from reme_service.server.job_routes import accept_job, install_job_routes, runs_as_job
 from reme_service.server.manage import install_manage_routes
@@ -48,7 +49,9 @@ logger = logging.getLogger("reme_service.http")
 
 
 def _request_id(request: Request) -> str:
-    return request_id_from(request.scope.get("headers", ()))
+    """The request's id: the one `observer.RequestObserver` fixed for it (and logs), else the headers'."""
+    info = current_request.get()
+    return info.request_id if info is not None else request_id_from(request.scope.get("headers", ()))
 
 
 class _FlowRoute(Route):
@@ -69,7 +72,9 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
 
     async def endpoint(request: Request) -> Response:
         request_id = _request_id(request)
-        raw = await request.body()
+        raw = request.scope.pop(BODY_KEY, None)  # read by the guard already (taken: the endpoint frees it)
+        if not isinstance(raw, bytes):
+            raw = await request.body()
         body = await decode_body(raw, runner.request_model, offload_bytes=offload_bytes)
         if runs_as_job(flow, body):  # a background flow asked to run as a job, or one that always does
             return await accept_job(app, runner, body, request)

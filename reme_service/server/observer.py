@@ -15,7 +15,7 @@ from typing import Any
 from reme_service.context_vars import current_request
 from reme_service.observe.metrics import Metrics
 from reme_service.observe.request_info import RequestInfo
-from reme_service.server.envelope import request_id_from
+from reme_service.server.envelope import request_id_of
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -49,10 +49,9 @@ class RequestObserver:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = list(scope.get("headers", ()))
-        request_id = request_id_from(headers)
-        if not any(name.lower() == b"x-request-id" for name, _ in headers):
-            scope["headers"] = [*headers, (b"x-request-id", request_id.encode("latin-1"))]
+        request_id, given = request_id_of(scope.get("headers", ()))
+        if not given:
+            scope["headers"] = [*scope.get("headers", ()), (b"x-request-id", request_id.encode("latin-1"))]
         info = RequestInfo(request_id)
         token = current_request.set(info)
         status = 500  # what the client sees when the app fails before answering (the server sends a 500)

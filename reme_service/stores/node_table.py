@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import orjson
 import zstandard
 
-from reme_service.schema.vector_node import SearchHit, trusted_hit, trusted_node
+from reme_service.schema.vector_node import SearchHit, trusted_search_hit
 from reme_service.stores.packed import StoredFilter, StoredNode, compact_bytes
 
 COMPRESS_FROM = 50_000  # nodes: below this a table keeps raw blobs (nothing to decode on a read)
@@ -115,11 +115,13 @@ class NodeTable:
     def hits(self, rows: Sequence[int], scores: Sequence[float]) -> list[SearchHit]:
         """Search hits of `rows` with their `scores`, each node made straight from its blob (a search builds one per
         candidate of the rescoring pool, so this skips the `StoredNode` step and the per-field model checks)."""
-        ids, blobs, decode, workspace_id = self.ids, self.blobs, self.codec.decode, self.workspace_id
+        ids, blobs, workspace_id, loads = self.ids, self.blobs, self.workspace_id, orjson.loads
+        decode = self.codec.decode if self.codec.compressing else None
         found: list[SearchHit] = []
         for row, score in zip(rows, scores, strict=True):
-            content, meta = _split(decode(blobs[row]))
-            found.append(trusted_hit(trusted_node(ids[row], workspace_id, content, orjson.loads(meta), None), score))
+            raw = blobs[row] if decode is None else decode(blobs[row])
+            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")  # `_split`, inline: one call a hit, not three
+            found.append(trusted_search_hit(ids[row], workspace_id, raw[end:].decode(), loads(raw[_LENGTH:end]), score))
         return found
 
     def content(self, row: int) -> str:

@@ -186,6 +186,15 @@ def test_access_log_on_logs_successes_with_flow_and_workspace(tmp_path: Path) ->
         rid = r.headers["x-request-id"]  # made by the service, the same in the answer and the log
         until_sync(lambda: f"request_id={rid}" in service.log(), limit=10)
         line = next(line for line in service.log().splitlines() if f"request_id={rid}" in line)
+        # a client id the service cannot use (not printable) is replaced by one id, the same in answer and log
+        odd = httpx.post(
+            f"{service.base_url}/retrieve_task_memory",
+            json={"workspace_id": "ws8", "query": "q"},
+            headers={"x-request-id": "bad\tid"},
+        )
+        made = odd.headers["x-request-id"]
+        assert made != "bad\tid" and made.isprintable()
+        until_sync(lambda: f"request_id={made}" in service.log(), limit=10)
     assert "POST /retrieve_task_memory 200" in line and "flow=retrieve_task_memory workspace=ws9" in line
 
 

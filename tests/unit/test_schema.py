@@ -133,3 +133,25 @@ def test_trusted_nodes_and_hits_are_what_model_construct_makes() -> None:
     assert made.content == "when X" and made.model_fields_set == set(VectorNode.model_fields)
     assert copy.deepcopy(made).model_dump(mode="json") == made.model_dump(mode="json")
     assert made.model_copy(update={"vector": None}).vector is None
+
+
+def test_trusted_search_hit_is_a_trusted_hit_of_a_trusted_node() -> None:
+    from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, trusted_node, trusted_search_hit
+
+    metadata = {"content": "do Y", "metadata": {"session": "s1"}}
+    made = trusted_search_hit("id1", "ws", "when X", metadata, 0.5)
+    expected = trusted_hit(trusted_node("id1", "ws", "when X", metadata, None), 0.5)
+    assert (
+        made
+        == expected
+        == SearchHit.model_construct(
+            node=VectorNode.model_construct(unique_id="id1", workspace_id="ws", content="when X", metadata=metadata),
+            score=0.5,
+        )
+    )
+    assert list(made.node.__dict__) == list(expected.node.__dict__)  # same field order: dumps alike
+    assert made.model_fields_set == expected.model_fields_set
+    assert made.node.model_fields_set == expected.node.model_fields_set == set(VectorNode.model_fields)
+    assert made.node.__pydantic_extra__ is None and made.node.__pydantic_private__ is None
+    assert made.__pydantic_extra__ is None and made.__pydantic_private__ is None
+    assert made.model_dump(mode="json") == expected.model_dump(mode="json")

@@ -3,7 +3,9 @@ workspace (validated) and the prompt language."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -11,6 +13,7 @@ from reme_service.auth.caller import TRUSTED, Caller
 from reme_service.auth.policy import authorize
 from reme_service.context_vars import current_caller
 from reme_service.flow.context import FlowContext
+from reme_service.schema.memory import BaseMemory
 from reme_service.services import Services
 from reme_service.stores.workspace_ids import file_name, validate_workspace_id
 
@@ -41,6 +44,8 @@ class ServiceContext(FlowContext):
         self.workspace_id = workspace_id
         self.language = language
         self.caller = caller
+        # memory object id -> (the memory, its fields when dumped, the dump): `publish_memories`' reuse
+        self._dumps: dict[int, tuple[BaseMemory, dict[str, Any], dict[str, Any]]] = {}
 
     @property
     def working_root(self) -> Path:
@@ -51,6 +56,23 @@ class ServiceContext(FlowContext):
         if self.caller.key_id is None:
             return root
         return workspace_working_root(root, self.workspace_id)
+
+    def publish_memories(self, memories: Sequence[BaseMemory]) -> None:
+        """`response.metadata["memory_list"]`: the memories' JSON dumps. A retrieval flow publishes the same memories
+        after each step (recall, rerank, rewrite); a memory already dumped by this request, whose fields are still
+        the same objects, is not dumped again (a field assigned since is; replace nested values, do not edit them in
+        place after publishing)."""
+        dumps = self._dumps
+        published: list[dict[str, Any]] = []
+        for memory in memories:
+            known = dumps.get(id(memory))
+            if known is not None and known[0] is memory and known[1] == memory.__dict__:
+                published.append(known[2])
+                continue
+            dump = memory.model_dump(mode="json")
+            dumps[id(memory)] = (memory, dict(memory.__dict__), dump)
+            published.append(dump)
+        self.response.metadata["memory_list"] = published
 
     def without_llm(self, op_name: str) -> None:
         """Record in `metadata.no_llm_ops` that an op ran its deterministic no-LLM path."""

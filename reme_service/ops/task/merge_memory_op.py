@@ -14,7 +14,7 @@ class MergeMemoryOp(ServiceOp[OpParams]):
 
     async def run(self, ctx: ServiceContext) -> None:
         memories = ctx.get(keys.MEMORY_LIST, [])
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+        ctx.publish_memories(memories)
         lines = [f"- {m.when_to_use} {m.content}" for m in memories if m.content]
         if not lines:
             ctx.response.answer = ""

@@ -68,7 +68,7 @@ class RerankMemoryOp(ServiceOp[RerankMemoryParams]):
         if limit is not None:
             memories = memories[:limit]
         ctx[keys.MEMORY_LIST] = memories
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+        ctx.publish_memories(memories)
 
     @staticmethod
     def _quality(memory: BaseMemory) -> float:

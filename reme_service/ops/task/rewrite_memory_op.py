@@ -51,7 +51,7 @@ class RewriteMemoryOp(ServiceOp[RewriteMemoryParams]):
             else:
                 ctx.without_llm(self.name)
         ctx.response.answer = text
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+        ctx.publish_memories(memories)
 
     async def _rewrite(self, ctx: ServiceContext, formatted: str) -> str:
         messages = ctx.input(fields.MESSAGES)

@@ -45,7 +45,7 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.periods import Period, period_filter, query_periods, written_in
 from reme_service.ops.vector_store.rescore import TEXT_CACHE, Rescoring, diversify, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
-from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.vector_node import SearchHit
 
 MAX_TOP_K = 50
 LEXICAL_WEIGHT = 0.4
@@ -67,19 +67,6 @@ class RecallVectorStoreParams(OpParams, Rescoring):
     list_diversity: float | None = Field(default=0.3, ge=0.0)
     group_key: str | None = "session"
     rescore_pool: int = Field(default=20, ge=1, le=200)
-
-
-def _node_content(node: VectorNode) -> str:
-    """A stored memory's `content` (`when_to_use` is the node's own text)."""
-    content = node.metadata.get("content")
-    return content if isinstance(content, str) else ""
-
-
-def _node_group(node: VectorNode, key: str) -> str | None:
-    """`metadata[key]` of a stored memory, as text (None when absent)."""
-    metadata = node.metadata.get("metadata")
-    value = metadata.get(key) if isinstance(metadata, dict) else None
-    return None if value is None else str(value)
 
 
 @lru_cache(maxsize=TEXT_CACHE)
@@ -104,15 +91,25 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         flt = {"metadata.memory_type": params.memory_type} if params.memory_type else None
         # Over-fetch a little so dropping repeated contents still leaves top_k items.
         rescoring: Rescoring = params  # the params carry the rescoring weights
-        fetch = min(max(top_k * 2, params.rescore_pool if rescoring.active else 0), max(MAX_TOP_K * 2, 200))
+        active = rescoring.active
+        fetch = min(max(top_k * 2, params.rescore_pool if active else 0), max(MAX_TOP_K * 2, 200))
         periods = query_periods(query, datetime.now()) if params.period_boost > 0 else []
         hits = await self._search(ctx, query, fetch, flt, periods)
         if params.threshold_score is not None:
             hits = [hit for hit in hits if hit.score >= params.threshold_score]
-        # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built
-        texts = [_node_content(hit.node) for hit in hits]
+        # read off the stored nodes (`BaseMemory.to_vector_node`'s layout): only the memories returned are built. Each
+        # candidate's `content` (`when_to_use` is the node's own text) and group (`metadata[group_key]` as text, None
+        # when absent), read inline: this runs for every candidate of the pool
         group_key = params.group_key
-        groups = [_node_group(hit.node, group_key) if group_key else None for hit in hits]
+        texts: list[str] = []
+        groups: list[str | None] = []
+        for hit in hits:
+            stored = hit.node.metadata
+            content = stored.get("content")
+            texts.append(content if isinstance(content, str) else "")
+            inner = stored.get("metadata") if group_key else None
+            value = inner.get(group_key) if isinstance(inner, dict) else None
+            groups.append(None if value is None else str(value))
         scores = np.asarray([hit.score for hit in hits], dtype=np.float64)
         if periods:  # the memories written in a period the query names: bonus, then the best `fetch` candidates
             written = [written_in(hit.node.metadata.get("time_created"), periods) for hit in hits]
@@ -125,10 +122,12 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
                 scores[keep],
             )
         order = list(range(len(hits)))
-        if rescoring.active and hits:
+        if active and hits:
             scores = rescore(query, texts, scores.tolist(), rescoring, groups)
             order = np.argsort(-scores, kind="stable").tolist()  # stable: search order breaks ties
         # a later hit repeating an earlier one's content is dropped, then the top_k are picked (diversified)
+        # (undiversified, or no candidate in a group: the pick is the first top_k, so the rest need no check)
+        first_only = (rescoring.diversity <= 0.0 and not rescoring.list_diversity) or groups.count(None) == len(groups)
         seen: set[str] = set()
         unique: list[int] = []
         for i in order:
@@ -136,15 +135,13 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
             if key not in seen:
                 seen.add(key)
                 unique.append(i)
-                if len(unique) >= top_k and rescoring.diversity <= 0.0 and not rescoring.list_diversity:
+                if first_only and len(unique) >= top_k:
                     break
         memories: list[BaseMemory] = []
         for i in diversify(unique, groups, scores, top_k, rescoring, rescoring.diversity_for(query)):
-            memory = memory_from_node(hits[i].node)
-            memory.relevance = round(hits[i].score, 6)
-            memories.append(memory)
+            memories.append(memory_from_node(hits[i].node, round(hits[i].score, 6)))
         ctx[keys.MEMORY_LIST] = memories
-        ctx.response.metadata["memory_list"] = [m.model_dump(mode="json") for m in memories]
+        ctx.publish_memories(memories)
 
     async def _search(
         self, ctx: ServiceContext, query: str, fetch: int, flt: dict[str, Any] | None, periods: Sequence[Period]

@@ -99,6 +99,10 @@ class Rescoring(BaseModel):
 def asks_for_list(query: str) -> bool:
     """Whether a question asks for several things or a count ("What books has Melanie read?", "How many times
     ...?", "What do Jon and Gina both like?"): English rules."""
+    if query.isascii():  # every form holds one of these words (ASCII text folds case only within ASCII)
+        lower = query.lower()
+        if "both" not in lower and "many" not in lower and "what" not in lower and "which" not in lower:
+            return False
     return _LIST_RE.search(query) is not None
 
 
@@ -111,7 +115,9 @@ class QueryCues:
         names = {_POSSESSIVE_RE.sub("", word) for word in _NAME_RE.findall(query)}
         self.names = sorted(n for n in names if n.lower() not in STOPWORDS and len(n) > 1)
         self.numbers = frozenset(_NUMBER_RE.findall(query))
-        self.phrases = [next(g for g in m.groups() if g).strip().casefold() for m in _QUOTED_RE.finditer(query)]
+        quoted = '"' in query or "'" in query or "“" in query  # what every quoted phrase starts with
+        found = _QUOTED_RE.finditer(query) if quoted else ()
+        self.phrases = [next(g for g in m.groups() if g).strip().casefold() for m in found]
         self.when = asks_about_time(query)
 
 
@@ -168,6 +174,8 @@ def cue_bonuses(cues: QueryCues, texts: Sequence[str], weights: Rescoring) -> ND
 def group_scores(groups: Sequence[str | None], scores: NDArray[np.float64], mode: str) -> NDArray[np.float64]:
     """Each candidate's group score over the best group's, in [0, 1] (0 for a candidate in no group): a group's
     score is the sum (`mode` "sum") or the best (`"max"`) of its candidates' scores (negative ones count as 0)."""
+    if groups.count(None) == len(groups):  # no candidate in a group (memories without the group key)
+        return np.zeros(len(groups))
     totals: dict[str, float] = {}
     add = mode == "sum"
     for group, score in zip(groups, scores.tolist(), strict=True):
@@ -215,7 +223,7 @@ def diversify(
     pick compares one item per group, not every item."""
     penalty = weights.diversity if penalty is None else penalty
     free = weights.diversity_free
-    if penalty <= 0.0:
+    if penalty <= 0.0 or groups.count(None) == len(groups):  # nothing to penalise (no group at all)
         return list(order[:k])
     queues: dict[str | None, deque[tuple[int, int]]] = {}  # group -> (position in order, item), None: no group
     for position, item in enumerate(order):
