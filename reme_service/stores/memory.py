@@ -364,8 +364,9 @@ class WorkspaceState:
 
     def quantized_rows(self) -> QuantizedRows | None:
         """The int8 copy of the rows (built on first use, under the lexical index's lock), or None for a workspace
-        under `QUANTIZED_FROM` rows (its float32 scan is cheap) or with an approximate index (which has its own)."""
-        if self.size < QUANTIZED_FROM or self.ann is not None:
+        under `QUANTIZED_FROM` rows (its float32 scan is cheap), or with an approximate index (which has its own) or
+        one being built (a copy made now would be dropped when it is attached)."""
+        if self.size < QUANTIZED_FROM or self.ann is not None or self.ann_dirty is not None:
             return None
         quantized = self.quantized
         if quantized is None:

@@ -133,6 +133,18 @@ async def test_an_approximate_index_replaces_the_copy() -> None:
     await store.upsert(WS, nodes(range(QUANTIZED_FROM, QUANTIZED_FROM + 10), clustered(10, seed=10)))
     await until(lambda: state.ann is not None, limit=BUILD_LIMIT)  # built in the background
     assert state.quantized is None and state.quantized_rows() is None  # the index holds its own int8 copy
+
+
+async def test_no_copy_is_made_while_an_index_is_being_built() -> None:
+    store = MemoryVectorStore(MemoryStoreParams(), embedder=HashEmbeddingClient(dimensions=DIM))
+    await store.upsert(WS, nodes(range(QUANTIZED_FROM), clustered(QUANTIZED_FROM, seed=8)))
+    state = store._spaces[WS]
+    state.ann_dirty = set()  # what the store sets while a background build runs (`_build_ann`)
+    await store.search_vector(WS, clustered(1, seed=9)[0], top_k=3)
+    assert state.quantized is None
+    state.ann_dirty = None
+    await store.search_vector(WS, clustered(1, seed=9)[0], top_k=3)
+    assert state.quantized is not None
     await store.close()
 
 
