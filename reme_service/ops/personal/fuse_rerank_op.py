@@ -52,6 +52,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.search import ranked_search
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import decay
 from reme_service.ops.personal.memories import INSIGHT, event_filter, event_span, personal_filter, said_at
@@ -210,19 +211,10 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
         as_sequence = None if vector is None else cast(Sequence[float], vector)
 
         async def search(condition: dict[str, Any]) -> list[SearchHit]:
-            if weight is not None:
-                return await store.search_hybrid(
-                    ctx.workspace_id,
-                    query,
-                    top_k=top_k,
-                    filter=condition,
-                    lexical_weight=weight,
-                    exact=exact,
-                    vector=as_sequence,
-                )
-            if as_sequence is None:
-                return await store.search(ctx.workspace_id, query, top_k=top_k, filter=condition, exact=exact)
-            return await store.search_vector(ctx.workspace_id, as_sequence, top_k=top_k, filter=condition, exact=exact)
+            return await ranked_search(
+                store, ctx.workspace_id, query, top_k=top_k, filter=condition, exact=exact, vector=as_sequence,
+                lexical_weight=weight,
+            )  # fmt: skip
 
         if self.params.period_search:  # within the period: said in it (`periods.period_filter`), or about it
             found_hits = await asyncio.gather(

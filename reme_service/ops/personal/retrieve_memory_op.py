@@ -22,6 +22,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.search import ranked_search
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import Validity
 from reme_service.ops.personal.memories import personal_filter
@@ -87,11 +88,8 @@ class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
         vector = (await ctx.services.store_embedder(self.params.store).embed([query]))[0]
         ctx[keys.QUERY_VECTOR] = vector  # FuseRerankOp searches again without embedding the query again
         ctx[keys.QUERY_LEXICAL_WEIGHT] = self.params.lexical_weight if self.params.hybrid else None  # and alike
-        if self.params.hybrid:
-            weight = self.params.lexical_weight
-            hits = await store.search_hybrid(
-                ctx.workspace_id, query, top_k=count, filter=flt, lexical_weight=weight, exact=exact, vector=vector
-            )
-        else:
-            hits = await store.search_vector(ctx.workspace_id, vector, top_k=count, filter=flt, exact=exact)
+        weight = self.params.lexical_weight if self.params.hybrid else None
+        hits = await ranked_search(
+            store, ctx.workspace_id, query, top_k=count, filter=flt, exact=exact, vector=vector, lexical_weight=weight
+        )
         ctx[common_keys.MEMORY_LIST] = hits_to_memories(hits, self.params.threshold_score, validity=validity)

@@ -42,6 +42,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.search import ranked_search
 from reme_service.ops.vector_store.periods import Period, period_filter, query_periods, written_in
 from reme_service.ops.vector_store.rescore import TEXT_CACHE, Rescoring, diversify, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
@@ -156,21 +157,13 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         if periods:
             vector = (await ctx.services.store_embedder(params.store).embed([query]))[0]
 
+        weight = params.lexical_weight if params.hybrid else None
+
         async def search(condition: dict[str, Any] | None) -> list[SearchHit]:
-            if params.hybrid:
-                weight = params.lexical_weight
-                return await store.search_hybrid(
-                    ctx.workspace_id,
-                    query,
-                    top_k=fetch,
-                    filter=condition,
-                    lexical_weight=weight,
-                    exact=exact,
-                    vector=vector,
-                )
-            if vector is not None:
-                return await store.search_vector(ctx.workspace_id, vector, top_k=fetch, filter=condition, exact=exact)
-            return await store.search(ctx.workspace_id, query, top_k=fetch, filter=condition, exact=exact)
+            return await ranked_search(
+                store, ctx.workspace_id, query, top_k=fetch, filter=condition, exact=exact, vector=vector,
+                lexical_weight=weight,
+            )  # fmt: skip
 
         if not periods:
             return await search(flt)
