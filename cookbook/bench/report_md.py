@@ -404,7 +404,7 @@ def pgvector_section(report: Any) -> list[str]:
         "above 10,000 rows in the background, the load answered first: `load s`, then `index ready s`), then "
         "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
         "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index; hybrid = "
-        "`search_hybrid` top 50 (the rescoring pool of `retrieve_task_memory`) for \"memory number <i>\".",
+        '`search_hybrid` top 50 (the rescoring pool of `retrieve_task_memory`) for "memory number <i>".',
         "",
     ]
     rows = [

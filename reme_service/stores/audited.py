@@ -45,6 +45,7 @@ def vectors_only() -> Iterator[None]:
     finally:
         _inside.reset(token)
 
+
 #: above this many nodes a write's history entries are made in a worker thread (a library load: ~20 µs a node)
 OFF_LOOP_NODES = 1000
 
