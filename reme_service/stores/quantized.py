@@ -24,7 +24,6 @@ bytes a row of 384 dimensions (the packed codes and three float32s) beside the m
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,9 +48,10 @@ def _quantise(rows: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.f
 
 class QuantizedRows:
     """The int8 copy of rows `[0, size)` of a matrix (module docstring). Writes (`mark`, then `sync`) run where the
-    rows change, under the workspace's exclusive gate; `scores` may run in several threads at once."""
+    rows change, under the workspace's exclusive gate, so never beside a search; `scores` may run in several threads
+    at once (it only reads)."""
 
-    __slots__ = ("step", "error", "norm", "_packed", "_stale", "_lock")
+    __slots__ = ("step", "error", "norm", "_packed", "_stale")
 
     def __init__(self) -> None:
         self.step = np.zeros(0, np.float32)  # per row: the value of one code step
@@ -59,7 +59,6 @@ class QuantizedRows:
         self.norm = np.zeros(0, np.float32)  # per row: |row|
         self._packed: list[Any] = []  # per block: numkong's packed codes of its rows
         self._stale: set[int] = set()  # blocks whose rows changed since they were packed
-        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, matrix: NDArray[np.float32], size: int) -> QuantizedRows:
@@ -81,28 +80,27 @@ class QuantizedRows:
         """Re-pack the marked blocks from `matrix[:size]`."""
         if not self._stale:
             return
-        with self._lock:
-            blocks = -(-size // BLOCK_ROWS)
-            capacity = blocks * BLOCK_ROWS
-            if len(self.step) < capacity:
-                self.step, self.error, self.norm = (
-                    np.concatenate([array, np.zeros(capacity - len(array), np.float32)])
-                    for array in (self.step, self.error, self.norm)
-                )
-            if len(self._packed) < blocks:
-                self._packed.extend([None] * (blocks - len(self._packed)))
-            for block in sorted(self._stale):
-                start = block * BLOCK_ROWS
-                end = min(start + BLOCK_ROWS, size)
-                if start >= end:
-                    continue
-                rows = matrix[start:end]
-                codes, step, error = _quantise(rows)
-                self.step[start:end] = step
-                self.error[start:end] = error
-                self.norm[start:end] = np.linalg.norm(rows.astype(np.float64), axis=1)
-                self._packed[block] = numkong.dots_pack(codes)
-            self._stale.clear()
+        blocks = -(-size // BLOCK_ROWS)
+        capacity = blocks * BLOCK_ROWS
+        if len(self.step) < capacity:
+            self.step, self.error, self.norm = (
+                np.concatenate([array, np.zeros(capacity - len(array), np.float32)])
+                for array in (self.step, self.error, self.norm)
+            )
+        if len(self._packed) < blocks:
+            self._packed.extend([None] * (blocks - len(self._packed)))
+        for block in sorted(self._stale):
+            start = block * BLOCK_ROWS
+            end = min(start + BLOCK_ROWS, size)
+            if start >= end:
+                continue
+            rows = matrix[start:end]
+            codes, step, error = _quantise(rows)
+            self.step[start:end] = step
+            self.error[start:end] = error
+            self.norm[start:end] = np.linalg.norm(rows.astype(np.float64), axis=1)
+            self._packed[block] = numkong.dots_pack(codes)
+        self._stale.clear()
 
     def scores(self, query: NDArray[np.float32], size: int) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """Each row's approximate dot product with `query` and the bound on its error (module docstring)."""
