@@ -57,6 +57,27 @@ class _Children(Generic[F]):
         return child
 
 
+class _Series:
+    """A counter's and a histogram's children per key, the pair looked up once: a call, a request or a flow run is
+    counted in one family and timed in another, and this is one dict lookup for both (two `_Children` calls were
+    two)."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self) -> None:
+        self._pairs: dict[tuple[object, ...], tuple[Counter, Histogram]] = {}
+
+    def record(
+        self, key: tuple[object, ...], children: Callable[[], tuple[Counter, Histogram]], seconds: float
+    ) -> None:
+        """Count one under `key` and time it `seconds`; `children()` makes the pair on the key's first use."""
+        pair = self._pairs.get(key)
+        if pair is None:
+            pair = self._pairs[key] = children()
+        pair[0].inc()
+        pair[1].observe(seconds)
+
+
 @dataclass(frozen=True)
 class Meter:
     """What a client records its calls with (`metered.py`): one client's slice of its kind's families."""
@@ -64,16 +85,14 @@ class Meter:
     name: str
     total: _Children[Counter]
     duration: _Children[Histogram]
-    # (operation, outcome) -> the two children it counts in, looked up once
-    _series: dict[tuple[str, str], tuple[Counter, Histogram]] = field(default_factory=dict, compare=False)
+    _series: _Series = field(default_factory=_Series, compare=False)  # by (operation, outcome)
 
     def observe(self, operation: str, outcome: str, seconds: float) -> None:
-        series = self._series.get((operation, outcome))
-        if series is None:
-            series = (self.total(self.name, operation, outcome), self.duration(self.name, operation))
-            self._series[(operation, outcome)] = series
-        series[0].inc()
-        series[1].observe(seconds)
+        self._series.record(
+            (operation, outcome),
+            lambda: (self.total(self.name, operation, outcome), self.duration(self.name, operation)),
+            seconds,
+        )
 
 
 class _Resident(Collector):
@@ -116,9 +135,8 @@ class Metrics:
         self._http_duration = _Children(self.http_duration)
         self._flow_runs = _Children(self.flow_runs)
         self._flow_duration = _Children(self.flow_duration)
-        # (route, method, status) -> its two children, and (flow, status) -> its two: one lookup a request each
-        self._requests: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-        self._runs: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+        self._requests = _Series()  # by (route, method, status)
+        self._runs = _Series()  # by (flow, status)
         self._resident = _Resident()
         reg.register(self._resident)
         Gauge("reme_build_info", "the running version (always 1)", ["version"], registry=reg).labels(__version__).set(1)
@@ -136,20 +154,16 @@ class Metrics:
         self._resident.sources[store] = count
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        series = self._requests.get((route, method, status))
-        if series is None:
-            series = (self._http_requests(route, method, str(status)), self._http_duration(route))
-            self._requests[(route, method, status)] = series
-        series[0].inc()
-        series[1].observe(seconds)
+        self._requests.record(
+            (route, method, status),
+            lambda: (self._http_requests(route, method, str(status)), self._http_duration(route)),
+            seconds,
+        )
 
     def flow_run(self, flow: str, status: int, seconds: float) -> None:
-        series = self._runs.get((flow, status))
-        if series is None:
-            series = (self._flow_runs(flow, str(status)), self._flow_duration(flow))
-            self._runs[(flow, status)] = series
-        series[0].inc()
-        series[1].observe(seconds)
+        self._runs.record(
+            (flow, status), lambda: (self._flow_runs(flow, str(status)), self._flow_duration(flow)), seconds
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
