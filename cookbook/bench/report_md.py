@@ -404,7 +404,9 @@ def pgvector_section(report: Any) -> list[str]:
         "above 10,000 rows in the background, the load answered first: `load s`, then `index ready s`), then "
         "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
         "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index; hybrid = "
-        '`search_hybrid` top 50 (the rescoring pool of `retrieve_task_memory`) for "memory number <i>".',
+        '`search_hybrid` top 50 (the rescoring pool of `retrieve_task_memory`) for "memory number <i>"; copied = '
+        "searched in the process's copy of the workspace (stores/pg_replica.py; exact, BM25 in process), which the "
+        "first search makes (`first search s`).",
         "",
     ]
     rows = [
@@ -419,11 +421,12 @@ def pgvector_section(report: Any) -> list[str]:
             num(r["search_p95_ms"], 2),
             num(r["filtered_p50_ms"], 2),
             num(r.get("hybrid_p50_ms"), 2),
+            num(r.get("first_search_s"), 2) if r["index"] == "copied" else "",
         ]
         for r in getattr(report, "pgvector", [])
     ]
     header = ["index", "memories", "upserts nodes/s", "replace nodes/s", "load s", "index ready s", "search p50 ms",
-              "search p95 ms", "filtered p50 ms", "hybrid p50 ms"]  # fmt: skip
+              "search p95 ms", "filtered p50 ms", "hybrid p50 ms", "first search s"]  # fmt: skip
     return [*lines, *table(header, rows), *workers_lines(getattr(report, "pgvector_workers", []))]
 
 
@@ -432,14 +435,18 @@ def workers_lines(runs: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, HNSW, hash embedder) on 10,000 memories "
+        "cookbook/bench/workers_scaling.py: `retrieve_task_memory` (top_k 5, hash embedder) on 10,000 memories "
         "(fewer when the report's sizes are smaller), "
         "16 keep-alive clients, served by `http.workers` = 1 and 2; the service, PostgreSQL and the load generator "
-        "share the machine's cores (the cores each used are shown).",
+        "share the machine's cores (the cores each used are shown). Libraries: counters = \"situation <i> with step "
+        "<i mod 7>\" (every memory shares the query's words), templated = retrieval_speed.py's. Searched: copied = in "
+        "each worker's copy of the workspace (the default), postgres = in PostgreSQL (`replica_rows: 0`).",
         "",
     ]
     rows = [
         [
+            str(r.get("library", "counters")),
+            str(r.get("searched", "postgres")),
             str(r["workers"]),
             num(r["req_per_s"], 0),
             num(r["p50_ms"], 1),
@@ -450,7 +457,8 @@ def workers_lines(runs: list[dict[str, Any]]) -> list[str]:
         ]
         for r in runs
     ]
-    header = ["workers", "req/s", "p50 ms", "failures", "service cores", "postgres cores", "load generator cores"]
+    header = ["library", "searched", "workers", "req/s", "p50 ms", "failures", "service cores", "postgres cores",
+              "load generator cores"]  # fmt: skip
     return [*lines, *table(header, rows)]
 
 

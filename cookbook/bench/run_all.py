@@ -545,7 +545,18 @@ def bench_pgvector(args: argparse.Namespace, report: Report) -> None:
         if scaling is not None:
             memories = min(10_000, sizes[0])
             print(f"\n== http.workers on pgvector (req/s at 16 clients, {memories:,} memories)", flush=True)
-            report.pgvector_workers = scaling.run(url, [1, 2], memories=memories, clients=16, seconds=2 * args.duration)
+            # searched in the workers' copies, then in PostgreSQL (--quick: the copies of the first library only)
+            for library in ("counters",) if args.quick else ("counters", "templated"):
+                for replica_rows in (None,) if args.quick else (None, 0):
+                    report.pgvector_workers += scaling.run(
+                        url,
+                        [1, 2],
+                        memories=memories,
+                        clients=16,
+                        seconds=2 * args.duration,
+                        library=library,
+                        replica_rows=replica_rows,
+                    )
 
 
 def bench_embedder(args: argparse.Namespace, report: Report) -> None:

@@ -558,6 +558,27 @@ def _search_inline(state: WorkspaceState, exact: bool = False) -> bool:
     return state.size * (state.dim or 0) <= INLINE_SEARCH_CELLS and (exact or state.ann is None)
 
 
+async def run_search(
+    state: WorkspaceState,
+    query: NDArray[np.float32],
+    top_k: int,
+    predicate: StoredFilter | None,
+    exact: bool,
+    *,
+    text: str | None = None,
+    weight: float = 0.0,
+) -> list[SearchHit]:
+    """`state.search`, or with `text` `state.hybrid_search`, under the shared gate: on the event loop when cheap
+    (`_search_inline`), else in a worker thread. A first hybrid search builds the BM25 index (tokenising every
+    node): off the loop unless the workspace is small."""
+    if text is None:
+        work = partial(state.search, query, top_k, predicate, exact)
+        return await state.gate.run_shared(work, inline=_search_inline(state, exact))
+    hybrid = partial(state.hybrid_search, query, text, top_k, predicate, weight, exact)
+    inline = _search_inline(state, exact) if state.lexical is not None else state.size < INLINE_ROWS // 8
+    return await state.gate.run_shared(hybrid, inline=inline)
+
+
 def _build_batch(
     workspace_id: str,
     unique: list[VectorNode],
@@ -877,9 +898,7 @@ class MemoryVectorStore(VectorStore):
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
         check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
-        query = as_query(vector, workspace_id, state.dim)
-        work = partial(state.search, query, top_k, predicate, exact)
-        return await state.gate.run_shared(work, inline=_search_inline(state, exact))
+        return await run_search(state, as_query(vector, workspace_id, state.dim), top_k, predicate, exact)
 
     async def search_hybrid(
         self,
@@ -906,18 +925,8 @@ class MemoryVectorStore(VectorStore):
                 return []
             check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
             dim = state.dim
-        work = partial(
-            state.hybrid_search,
-            as_query(vector, workspace_id, dim),
-            query,
-            top_k,
-            predicate,
-            lexical_weight,
-            exact,
-        )
-        # A first hybrid search builds the index (tokenising every node): off the loop unless the workspace is small.
-        inline = _search_inline(state, exact) if state.lexical is not None else state.size < INLINE_ROWS // 8
-        return await state.gate.run_shared(work, inline=inline)
+        query_vector = as_query(vector, workspace_id, dim)
+        return await run_search(state, query_vector, top_k, predicate, exact, text=query, weight=lexical_weight)
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
         validate_workspace_id(workspace_id)

@@ -206,6 +206,11 @@ class PgvectorStoreParams(BaseModel):
     # gives up (503) after `lock_wait` s
     shared_lock: bool = True
     lock_wait: float = Field(default=60.0, gt=0)
+    # a workspace of at most this many rows is searched in each service process, in a copy of its rows brought up
+    # to date from PostgreSQL before every search (stores/pg_replica.py); larger ones, and all with 0, in PostgreSQL
+    replica_rows: int = Field(default=100_000, ge=0)
+    # the copies of one process hold at most about this many MiB (the least recently searched go first)
+    replica_mb: int = Field(default=1_024, ge=1)
 
     @model_validator(mode="after")
     def _one_way(self) -> PgvectorStoreParams:

@@ -58,12 +58,15 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, trusted_node
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
+from reme_service.stores.memory import WorkspaceState, run_search
+from reme_service.stores.packed import compile_stored_filter
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_conn import Conn
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
 from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
 from reme_service.stores.pg_registry import Entry, RegistryCache
+from reme_service.stores.pg_replica import KEEP_VERSIONS, Moved, Replicas
 from reme_service.stores.pg_terms import CommonTerms
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
@@ -145,6 +148,13 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self._resuming: asyncio.Task[None] | None = None
         self._oids: VectorOids | None = None  # of `vector` and `vector[]` in the database, read once
         self._rows = RegistryCache(self.space)  # registry rows kept between requests (`pg_registry.py`)
+        self._space_text = (embedder, self.space.to_json())  # the embedder's space as the registry records it
+        self._replicas = Replicas(  # in-process copies of the smaller workspaces, searched here (`pg_replica.py`)
+            registry=self._registry,
+            deleted=self._name("deleted"),
+            max_rows=params.replica_rows,
+            budget_bytes=params.replica_mb << 20,
+        )
 
     def _describe(self) -> str:
         """Where the database is, for messages (never the password)."""
@@ -339,6 +349,32 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             )
             await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS space text").format(self._registry))
             await conn.execute(sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(self._name("seq")))
+            await self._prepare_change_log(conn)
+
+    async def _prepare_change_log(self, conn: Conn) -> None:
+        """What the in-process copies catch up from (`pg_replica.py`): the registry's change counter and trimmed
+        mark, the deleted ids, and each row's version — added to the tables of an older store, whose rows count as
+        written at version 0."""
+        for column in ("version", "trimmed"):
+            add = sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} bigint NOT NULL DEFAULT 0")
+            await conn.execute(add.format(self._registry, sql.Identifier(column)))
+        deleted = self._name("deleted")
+        await conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (tbl text NOT NULL, id text NOT NULL, ver bigint NOT NULL)").format(
+                deleted
+            )
+        )
+        await conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tbl, ver)").format(self._name("deleted_v"), deleted)
+        )
+        older = sql.SQL(
+            "SELECT tbl FROM {} WHERE to_regclass(quote_ident(tbl)) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+            "pg_attribute WHERE attrelid = to_regclass(quote_ident(tbl)) AND attname = 'ver' AND NOT attisdropped)"
+        ).format(self._registry)
+        for (table,) in await (await conn.execute(older)).fetchall():
+            ident = sql.Identifier(table)
+            await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN ver bigint NOT NULL DEFAULT 0").format(ident))
+            await conn.execute(sql.SQL("CREATE INDEX {} ON {} (ver)").format(sql.Identifier(f"{table}_c"), ident))
 
     def _key(self, name: str) -> int:
         """A 64-bit advisory-lock key for `name` under this prefix."""
@@ -455,17 +491,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         validate_workspace_id(workspace_id)
         await self._write("creating a workspace", lambda conn: self._register(conn, workspace_id))
 
-    async def _register(self, conn: Conn, workspace_id: str) -> Entry:
-        """The workspace's registry row, locked for this transaction (inserted when missing)."""
-        await conn.execute(
-            sql.SQL("INSERT INTO {} (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) DO NOTHING").format(
-                self._registry
-            ),
-            [workspace_id, self._table_name(workspace_id)],
-        )
-        entry = await self._entry(conn, workspace_id, for_update=True)
-        assert entry is not None
-        return entry
+    async def _register(self, conn: Conn, workspace_id: str) -> tuple[Entry, int]:
+        """The workspace's registry row (inserted when missing), locked for this transaction, and the version this
+        transaction writes: the row's change counter, raised (`pg_replica.py`)."""
+        statement = sql.SQL(
+            "INSERT INTO {r} AS r (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) "
+            "DO UPDATE SET version = r.version + 1 RETURNING tbl, dim, space, version"
+        ).format(r=self._registry)
+        row = await (await conn.execute(statement, [workspace_id, self._table_name(workspace_id)])).fetchone()
+        assert row is not None
+        return Entry(str(row[0]), row[1], parse_space(row[2])), int(row[3])
 
     def _table_name(self, workspace_id: str) -> str:
         digest = hashlib.sha256(workspace_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -478,16 +513,17 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             sql.SQL(
                 "CREATE TABLE {t} (id text PRIMARY KEY, seq bigint NOT NULL DEFAULT nextval({s}), "
                 "content text NOT NULL, metadata jsonb NOT NULL, embedding vector({d}) NOT NULL, "
-                "lex tsvector NOT NULL)"
+                "lex tsvector NOT NULL, ver bigint NOT NULL DEFAULT 0)"
             ).format(t=sql.Identifier(table), s=sql.Literal(f"{self.prefix}seq"), d=sql.Literal(int(dim)))
         )
 
     async def _index_table(self, conn: Conn, table: str, dim: int, rows: int) -> bool:
-        """The indexes of a table just filled with its first `rows` rows: the listing order, the full-text side of
-        hybrid search (`pg_hybrid.py`) and the HNSW index — built here, or, above `index_background_rows`, after
-        the commit by `HnswBuilder` (then True: the caller schedules it)."""
+        """The indexes of a table just filled with its first `rows` rows: the listing order, the rows' versions
+        (`pg_replica.py`), the full-text side of hybrid search (`pg_hybrid.py`) and the HNSW index — built here, or,
+        above `index_background_rows`, after the commit by `HnswBuilder` (then True: the caller schedules it)."""
         ident = sql.Identifier(table)
         await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))
+        await conn.execute(sql.SQL("CREATE INDEX {} ON {} (ver)").format(sql.Identifier(f"{table}_c"), ident))
         # no pending list: entries go straight into the index, so a search never scans a list of recent rows
         gin = sql.SQL("CREATE INDEX {} ON {} USING gin (lex) WITH (fastupdate = off)")
         await conn.execute(gin.format(sql.Identifier(f"{table}_l"), ident))
@@ -513,6 +549,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _drop_table(self, conn: Conn, table: str) -> None:
         await cancel_builds(conn, table)  # else the DROP would wait for a graph about to be thrown away
         await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        await conn.execute(sql.SQL("DELETE FROM {} WHERE tbl = %s").format(self._name("deleted")), [table])
 
     async def _read_table(
         self,
@@ -641,6 +678,11 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         plan, native = self._plan(filter, workspace_id)
         if top_k <= 0:
             return []
+        if self._copied(workspace_id):
+            impossible = plan.impossible or native.impossible
+            hits = await self._search_copy(workspace_id, vector, top_k, filter, exact, impossible)
+            if hits is not None:
+                return hits
         if not native.exact:
             return await super().search_vector(workspace_id, vector, top_k=top_k, filter=filter)
 
@@ -670,6 +712,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         (`vector`, when given, is the query embedded already)."""
         validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
+        if top_k > 0 and lexical_weight > 0 and self._copied(workspace_id):
+            if vector is None:
+                if not await self._holds_vectors(workspace_id):
+                    return []
+                vector = (await self.embedder.embed([query]))[0]
+            impossible = plan.impossible or native.impossible
+            weight = lexical_weight
+            hits = await self._search_copy(workspace_id, vector, top_k, filter, exact, impossible, query, weight)
+            if hits is not None:
+                return hits
         terms = query_terms(query)
         if top_k <= 0 or not terms or not native.exact or lexical_weight <= 0:
             if vector is not None:
@@ -707,6 +759,64 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             return [hit for hit in hits if plan.predicate is None or plan.predicate(hit.node)]
 
         return await self._read_table("searching", workspace_id, read, [], search=True)
+
+    # ----- searches of the in-process copies (`pg_replica.py`) -----
+
+    def _copied(self, workspace_id: str) -> bool:
+        """Whether the workspace is searched in this process's copy of it (unless found too big for one now)."""
+        if not self._replicas.enabled:
+            return False
+        entry = self._rows.get(workspace_id)
+        return entry is None or not self._replicas.searched_here(entry.tbl)
+
+    async def _search_copy(
+        self,
+        workspace_id: str,
+        vector: Sequence[float],
+        top_k: int,
+        filter: Filter | None,
+        exact: bool,
+        impossible: bool,
+        text: str | None = None,
+        weight: float = 0.0,
+    ) -> list[SearchHit] | None:
+        """The search (hybrid with `text`) on this process's up-to-date copy of the workspace, as the in-memory store
+        runs it; None when the workspace is searched in PostgreSQL (more rows than `replica_rows`)."""
+        predicate = compile_stored_filter(filter)
+        holds, state = await self._run("searching", lambda conn: self._copy(conn, workspace_id))
+        if not holds:
+            return []
+        if state is None:
+            return None
+        assert state.dim is not None
+        query = as_query(vector, workspace_id, state.dim)
+        if impossible:
+            return []
+        return await run_search(state, query, top_k, predicate, exact, text=text, weight=weight)
+
+    def _recorded_space(self) -> str:
+        """The store's embedding space as the registry records it (made again only for another embedder)."""
+        embedder, text = self._space_text
+        if embedder is not self.embedder:
+            self._space_text = (self.embedder, text := self.space.to_json())
+        return text
+
+    async def _copy(self, conn: Conn, workspace_id: str) -> tuple[bool, WorkspaceState | None]:
+        """Whether the workspace holds vectors, and its copy brought up to date (None: search it in PostgreSQL). A
+        workspace of another embedding space is refused (409)."""
+        for _ in range(3):  # a workspace replaced while its copy catches up is read again
+            head = await self._replicas.head(conn, workspace_id)
+            if head is None or head.dim is None:
+                self._replicas.forget(workspace_id)
+                return False, None
+            if head.space != self._recorded_space():
+                space = recorded_space(parse_space(head.space), head.dim)
+                check_space(workspace_id, space, self.space, "search")
+            try:
+                return True, await self._replicas.current(conn, workspace_id, head)
+            except Moved:
+                continue
+        return True, None  # replaced again and again: PostgreSQL answers this one
 
     async def _search_native(
         self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
@@ -764,17 +874,18 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
         return await self._read_table("reading nodes", workspace_id, read, [])
 
-    async def _insert(self, conn: Conn, table: str, batch: Prepared) -> None:
-        """Insert or replace the batch's rows (new ids get the next listing positions, in batch order)."""
+    async def _insert(self, conn: Conn, table: str, batch: Prepared, version: int) -> None:
+        """Insert or replace the batch's rows (new ids get the next listing positions, in batch order), written at
+        `version` (`pg_replica.py`)."""
         statement = sql.SQL(
-            "INSERT INTO {} (id, content, metadata, embedding, lex) "
-            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding, to_tsvector('simple', u.lex) "
+            "INSERT INTO {} (id, content, metadata, embedding, lex, ver) "
+            "SELECT u.id, u.content, u.metadata::jsonb, u.embedding, to_tsvector('simple', u.lex), {v} "
             "FROM unnest(%s::text[], %s::text[], %s::text[], %b, %s::text[]) "
             "WITH ORDINALITY AS u(id, content, metadata, embedding, lex, n) "
             "ORDER BY u.n "
             "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding, lex = EXCLUDED.lex"
-        ).format(sql.Identifier(table))
+            "embedding = EXCLUDED.embedding, lex = EXCLUDED.lex, ver = EXCLUDED.ver"
+        ).format(sql.Identifier(table), v=sql.Literal(int(version)))
         size = self.params.batch_size
         for start in range(0, len(batch), size):
             end = start + size
@@ -796,21 +907,21 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         deferred: list[str] = []
 
         async def work(conn: Conn) -> int:
-            table, dim, space = await self._register(conn, workspace_id)
+            (table, dim, space), version = await self._register(conn, workspace_id)
             if space != self.space:  # checked again under the row lock: another process may have written since
                 if dim is not None:
                     check_space(workspace_id, recorded_space(space, dim), self.space, "write to")
                 await self._set_space(conn, workspace_id)
             if dim is None:
                 await self._create_table(conn, table, new_dim)
-                await self._insert(conn, table, batch)
+                await self._insert(conn, table, batch, version)
                 if await self._index_table(conn, table, new_dim, len(batch)):
                     deferred.append(table)
                 await self._set_dim(conn, workspace_id, new_dim)
                 return len(batch)
             if dim != new_dim:  # another process fixed the dimension since `prepare` read it
                 raise dimension_error(workspace_id, dim, new_dim, "a vector of the batch")
-            await self._insert(conn, table, batch)
+            await self._insert(conn, table, batch, version)
             return len(batch)
 
         written = await self._write("writing nodes", work)
@@ -840,17 +951,33 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
         ids = [uid for uid in ids if storable(uid)]
+        if not ids:
+            return 0
 
         async def work(conn: Conn) -> int:
-            entry = await self._entry(conn, workspace_id, for_update=True)
-            if entry is None or entry[1] is None or not ids:
+            # the registry row locked and its version raised; deletions older than `KEEP_VERSIONS` versions may go
+            bump = sql.SQL(
+                "UPDATE {} SET version = version + 1, trimmed = GREATEST(trimmed, version + 1 - %s) "
+                "WHERE workspace_id = %s RETURNING tbl, dim, version"
+            ).format(self._registry)
+            row = await (await conn.execute(bump, [KEEP_VERSIONS, workspace_id])).fetchone()
+            if row is None or row[1] is None:
                 return 0
-            table = sql.Identifier(entry[0])
-            cursor = await conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(table), [ids])
-            deleted = cursor.rowcount
+            tbl, version = str(row[0]), int(row[2])
+            table = sql.Identifier(tbl)
+            # the rows go; their ids are logged for the copies of other processes (`pg_replica.py`)
+            delete = sql.SQL(
+                "WITH gone AS (DELETE FROM {t} WHERE id = ANY(%(ids)s) RETURNING id), "
+                "logged AS (INSERT INTO {d} (tbl, id, ver) SELECT %(tbl)s, id, %(v)s FROM gone), "
+                "trimmed AS (DELETE FROM {d} WHERE tbl = %(tbl)s AND ver <= %(old)s) "
+                "SELECT count(*) FROM gone"
+            ).format(t=table, d=self._name("deleted"))
+            params = {"ids": ids, "tbl": tbl, "v": version, "old": version - KEEP_VERSIONS}
+            counted = await (await conn.execute(delete, params)).fetchone()
+            deleted = int(counted[0]) if counted is not None else 0
             left = await (await conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(table))).fetchone()
             if left is not None and not left[0]:  # empty again: its next vectors choose the dimension
-                await self._drop_table(conn, entry[0])
+                await self._drop_table(conn, tbl)
                 await self._set_dim(conn, workspace_id, None, self._table_name(workspace_id))
             return deleted
 
@@ -863,13 +990,13 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         deferred: list[str] = []
 
         async def work(conn: Conn) -> int:
-            old = (await self._register(conn, workspace_id)).tbl
+            (old, _, _), version = await self._register(conn, workspace_id)
             await self._set_space(conn, workspace_id)
             fresh = self._table_name(workspace_id)
             if batch.ids:
                 assert batch.dim is not None
                 await self._create_table(conn, fresh, batch.dim)
-                await self._insert(conn, fresh, batch)
+                await self._insert(conn, fresh, batch, version)
                 if await self._index_table(conn, fresh, batch.dim, len(batch)):
                     deferred.append(fresh)
             await self._set_dim(conn, workspace_id, batch.dim if batch.ids else None, fresh)
@@ -880,6 +1007,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             written = await self._write("replacing a workspace", work)
         finally:
             self._rows.forget(workspace_id)
+            self._replicas.forget(workspace_id)
         self._build_later(deferred)
         return written
 
@@ -896,3 +1024,4 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             return await self._write("dropping a workspace", work)
         finally:
             self._rows.forget(workspace_id)
+            self._replicas.forget(workspace_id)

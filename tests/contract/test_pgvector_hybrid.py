@@ -5,6 +5,8 @@ statistics, which a search gathers for a big table never analysed — find no fu
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import numpy as np
 import psycopg
 import pytest
@@ -16,7 +18,7 @@ from reme_service.stores.pg_terms import ANALYZE_MIN_ROWS, COMMON_TERM_SHARE, co
 from reme_service.stores.pgvector import PgvectorVectorStore
 from tests.contract.store_contract import make_node
 from tests.contract.test_pgvector_index_builds import table_of
-from tests.contract.test_pgvector_store import store  # noqa: F401 - fixture used by name
+from tests.contract.test_pgvector_store import _drop_all, make_store
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +26,16 @@ pytestmark = pytest.mark.anyio
 WORDS = ["apple", "river", "stone", "cloud", "maple", "ember", "violet", "harbor", "candle", "meadow"]
 # each in 1/12 of the rows of the big table
 FILLER = ["amber", "basil", "cedar", "delta", "fjord", "grove", "heron", "iris", "juniper", "kelp", "lotus", "moss"]
+
+
+@pytest.fixture
+async def store(pg_dsn: str) -> AsyncIterator[PgvectorVectorStore]:  # noqa: F811
+    """A store that searches in PostgreSQL (no in-process copies: `pg_replica.py`)."""
+    store = make_store(pg_dsn, replica_rows=0)
+    await store.start()
+    yield store
+    await _drop_all(store)
+    await store.close()
 
 
 def text_of(i: int) -> str:

@@ -71,7 +71,7 @@ def old_snapshot(pg_dsn: str) -> Iterator[psycopg.Connection]:  # noqa: F811
 
 @pytest.fixture
 async def store(pg_dsn: str) -> AsyncIterator[PgvectorVectorStore]:  # noqa: F811
-    store = make_store(pg_dsn, index_background_rows=BACKGROUND_ABOVE)
+    store = make_store(pg_dsn, index_background_rows=BACKGROUND_ABOVE, replica_rows=0)  # searched in PostgreSQL
     await store.start()
     yield store
     for workspace in await store.list_workspaces():
@@ -134,7 +134,7 @@ async def test_a_store_that_starts_builds_the_indexes_left_unbuilt(
     await store.wait_for_indexes()
     assert index_state(pg_dsn, table) is False
     old_snapshot.rollback()
-    restarted = make_store(pg_dsn, table_prefix=store.prefix, index_background_rows=BACKGROUND_ABOVE)
+    restarted = make_store(pg_dsn, table_prefix=store.prefix, index_background_rows=BACKGROUND_ABOVE, replica_rows=0)
     await restarted.start()
     try:
         await restarted.list_workspaces()  # the first use connects, and finds the table

@@ -37,11 +37,16 @@ async def _hybrid(store: PgvectorVectorStore, query: str) -> list[SearchHit]:
     return await store.search_hybrid(WS, query, top_k=5)
 
 
-@pytest.fixture
-async def pair(pg_dsn: str) -> AsyncIterator[tuple[PgvectorVectorStore, PgvectorVectorStore]]:  # noqa: F811
-    """A writer and a reader sharing the database and the prefix, as two processes would."""
+@pytest.fixture(params=["postgres", "copied"])
+async def pair(
+    request: pytest.FixtureRequest,
+    pg_dsn: str,  # noqa: F811
+) -> AsyncIterator[tuple[PgvectorVectorStore, PgvectorVectorStore]]:
+    """A writer and a reader sharing the database and the prefix, as two processes would; the reader searches in
+    PostgreSQL, or in its copies (`pg_replica.py`)."""
     writer = make_store(pg_dsn, lock_wait=1)
-    reader = make_store(pg_dsn, table_prefix=writer.prefix, lock_wait=1)
+    rows = 0 if request.param == "postgres" else 100
+    reader = make_store(pg_dsn, table_prefix=writer.prefix, lock_wait=1, replica_rows=rows)
     await writer.start()
     await reader.start()
     yield writer, reader
@@ -83,14 +88,16 @@ async def test_another_process_changing_a_workspace_shows_in_the_next_search(
     assert _ids(hits) == {"narrow"}
 
 
+@pytest.mark.parametrize("pair", ["postgres"], indirect=True)
 async def test_a_kept_row_spares_the_registry_read(
     pair: tuple[PgvectorVectorStore, PgvectorVectorStore],
     pg_dsn: str,  # noqa: F811
 ) -> None:
+    """(Searches of a copy read the registry row each time: its version says whether the copy is current.)"""
     writer, reader = pair
     await writer.upsert(WS, [make_node("a", "retry failed requests with backoff"), make_node("b", "parse yaml")])
     assert _ids(await reader.search_hybrid(WS, "retry requests", top_k=1)) == {"a"}
-    fresh = make_store(pg_dsn, table_prefix=writer.prefix, lock_wait=0.5)  # keeps nothing yet
+    fresh = make_store(pg_dsn, table_prefix=writer.prefix, lock_wait=0.5, replica_rows=0)  # keeps nothing yet
     await fresh.start()
     try:
         async with await psycopg.AsyncConnection.connect(pg_dsn) as conn, conn.transaction():

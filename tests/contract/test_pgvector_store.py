@@ -45,14 +45,18 @@ async def _drop_all(store: PgvectorVectorStore) -> None:
 class TestPgvectorStore(StoreContract):
     MID_WRITE = ("_insert", False)  # inside the commit's transaction, before the rows are sent
 
-    @pytest.fixture(params=["hnsw", "exact"])
+    @pytest.fixture(params=["hnsw", "exact", "copied"])
     async def store(
         self,
         request: pytest.FixtureRequest,
         embedder: CountingEmbedder,
         pg_dsn: str,  # noqa: F811
     ) -> AsyncIterator[PgvectorVectorStore]:
-        store = make_store(pg_dsn, embedder, index=request.param)
+        """Searched in PostgreSQL (through the HNSW index, or exact), or in the process's copies (`pg_replica.py`)."""
+        if request.param == "copied":
+            store = make_store(pg_dsn, embedder)
+        else:
+            store = make_store(pg_dsn, embedder, index=request.param, replica_rows=0)
         await store.start()
         yield store
         await _drop_all(store)
