@@ -12,15 +12,18 @@ Layout, under `table_prefix` (default `reme_`):
   `embedding vector(dim)` (unit vectors: inner product = cosine), with an HNSW index (`vector_ip_ops`) when
   `index: hnsw`.
 
-Every write runs in one transaction that first locks the workspace's registry row (`FOR UPDATE`), so writes to
-a workspace are serialised across processes and readers see a write whole or not at all. `replace_workspace`
-fills a new table, points the registry row at it and drops the old one, all in one transaction.
+Every write runs in one transaction that first locks the workspace's registry row (its `version` raised, or
+`FOR UPDATE`), so writes to a workspace are serialised across processes and readers see a write whole or not at
+all. `replace_workspace` fills a new table, points the registry row at it and drops the old one, all in one
+transaction.
 
-Search: `ORDER BY embedding <#> q LIMIT k` (negative inner product; score `max(cos, 0)`). Unfiltered searches use
-the HNSW index (approximate; `ef_search`, raised to `top_k`, with pgvector's strict-order iterative scan so `k`
-rows come back whenever the workspace has them); filtered searches and `index: exact` rank every matching row
-(exact). Filters become SQL (`stores/pg_filter.py`), every value a bound parameter and every name an
-`sql.Identifier`.
+Search: a workspace of at most `replica_rows` rows is searched in this process's copy of it, brought up to date
+from the registry row's `version` before each search (`pg_replica.py`: exact, BM25 fused as the in-process stores
+fuse it). The others, and all with `replica_rows: 0`, are searched in PostgreSQL: `ORDER BY embedding <#> q
+LIMIT k` (negative inner product; score `max(cos, 0)`). Unfiltered searches use the HNSW index (approximate;
+`ef_search`, raised to `top_k`, with pgvector's strict-order iterative scan so `k` rows come back whenever the
+workspace has them); filtered searches and `index: exact` rank every matching row (exact). Filters become SQL
+(`stores/pg_filter.py`), every value a bound parameter and every name an `sql.Identifier`.
 
 Vectors travel as pgvector's text form (`'[0.1,0.2]'::vector`), written and read with orjson: PostgreSQL parses
 them with `strtof` and prints the shortest text that reads back to the same float32, so vectors round-trip bit
