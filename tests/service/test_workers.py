@@ -81,8 +81,9 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
                 )
 
             inserted_by: set[int] = set()
+            crossed = 0  # writes searched at once through the other worker (its copy of the workspace caught up)
             for i in range(200):  # new connections until both workers have written (the kernel picks one each time)
-                if i >= 40 and len(inserted_by) == 2:
+                if i >= 40 and len(inserted_by) == 2 and crossed:
                     break
                 with httpx.Client(base_url=base, timeout=30) as fresh:
                     memory = {"memory_id": f"m{i}", "when_to_use": f"case {i}", "content": f"advice {i}"}
@@ -90,8 +91,14 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
                         "/vector_store", json={"workspace_id": "w", "action": "insert", "memory_dicts": [memory]}
                     )
                     assert r.json()["success"] is True
-                    inserted_by.add(worker_of(fresh))
-            assert inserted_by == workers
+                    writer = worker_of(fresh)
+                    inserted_by.add(writer)
+                with httpx.Client(base_url=base, timeout=30) as fresh:
+                    query = {"workspace_id": "w", "query": f"case {i}", "top_k": 1}
+                    found = fresh.post("/retrieve_task_memory", json=query).json()["metadata"]["memory_list"]
+                    assert [m["memory_id"] for m in found] == [f"m{i}"]  # the write just answered, in any worker
+                    crossed += worker_of(fresh) != writer
+            assert inserted_by == workers and crossed
             count = i
             listed = client.post("/vector_store", json={"workspace_id": "w", "action": "list"}).json()
             assert len(listed["metadata"]["action_result"]) == count  # every write, whichever worker took it
