@@ -110,6 +110,10 @@ class Replicas:
     def __len__(self) -> int:
         return len(self._copies)
 
+    def described(self) -> dict[str, Any]:
+        """For `/health`: how many copies this process holds and their estimated size in bytes."""
+        return {"workspaces": len(self._copies), "bytes": self._resident.total}
+
     async def head(self, conn: Conn, workspace_id: str) -> Head | None:
         row = await (await conn.execute(self._head, [workspace_id])).fetchone()
         return None if row is None else Head(row[0], row[1], row[2], row[3])

@@ -386,6 +386,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     async def health(self) -> dict[str, Any]:
         info: dict[str, Any] = {"backend": self.backend, "index": self.params.index}
+        if self._replicas.enabled:
+            info["copies"] = self._replicas.described()  # this process's (`pg_replica.py`)
         try:
             await self._run("health check", lambda conn: conn.execute("SELECT 1"))
         except StoreError as exc:

@@ -161,6 +161,9 @@ async def test_copies_stay_within_their_budget(trio: Trio) -> None:
     assert trio.copy("one") is None and trio.copy("two") is not None  # the least recently searched went
     await trio.agree("one")
     assert trio.copy("two") is None
+    copies = (await trio.reader.health())["copies"]
+    assert copies == {"workspaces": 1, "bytes": trio.reader._replicas._resident.total}  # what /health shows
+    assert copies["bytes"] > 30 * 64 * 4  # the copy of "one": 30 vectors of 64 floats and more
 
 
 async def test_hybrid_search_of_a_copy_ranks_as_the_in_process_stores(trio: Trio) -> None:
