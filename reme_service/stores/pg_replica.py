@@ -148,6 +148,10 @@ class Replicas:
             if copy.version >= changes.trimmed:  # else deletions it needs may be gone
                 await _apply(copy.state, changes)
                 copy.version = changes.version
+                if copy.state.size > self.max_rows:  # grown past the copies' limit: PostgreSQL searches it now
+                    self.forget(workspace_id)
+                    self._too_big.add(head.tbl)
+                    return None
                 self._keep(workspace_id, copy)
                 return copy
         return await self._load(conn, workspace_id, head)

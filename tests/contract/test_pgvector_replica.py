@@ -144,6 +144,9 @@ async def test_a_workspace_over_replica_rows_is_searched_in_postgres(pg_dsn: str
         await writer.replace_workspace(WS, _nodes(10, 14))  # another table, small enough
         await trio.agree()
         assert trio.copy() is not None
+        await writer.upsert(WS, _nodes(20, 22))  # grown past the limit by writes: PostgreSQL searches it again
+        await trio.agree(exact=True)
+        assert trio.copy() is None and len(reader._replicas) == 0
     finally:
         await _drop_all(writer)
         for store in (reader, oracle, writer):
