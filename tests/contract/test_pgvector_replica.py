@@ -204,3 +204,26 @@ async def test_the_tables_of_an_older_store_are_given_row_versions(
         await trio.agree()
     finally:
         await upgraded.close()
+
+
+async def test_a_catch_up_is_one_exclusive_step(trio: Trio, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deletions and writes since the copy's version are applied together, under the gate's exclusive side once:
+    no search can run between them (and find an id deleted and written again missing)."""
+    await trio.writer.upsert(WS, _nodes(0, 10))
+    await trio.agree()
+    copy = trio.copy()
+    assert copy is not None
+    await trio.writer.delete_ids(WS, ["n001", "n002"])
+    await trio.writer.upsert(WS, [make_node("n001", "back again", vector=unit_vector(1)), *_nodes(10, 12)])
+    steps: list[object] = []
+    gate = type(copy.gate)
+    exclusive = gate.run_exclusive
+
+    async def counted(self: Any, fn: Any, *, inline: bool) -> Any:
+        steps.append(self)
+        return await exclusive(self, fn, inline=inline)
+
+    monkeypatch.setattr(gate, "run_exclusive", counted)
+    await trio.agree()
+    assert steps == [copy.gate] and trio.copy() is copy
+    assert sorted(copy.rows) == sorted(f"n{i:03d}" for i in range(12) if i != 2)
