@@ -114,6 +114,10 @@ def test_list_questions_are_diversified_by_their_own_penalty() -> None:
         "What do Jon and Gina both have in common?",
         "What are Melanie's pets' names?",
         "What has Melanie painted?",
+        "What LGBTQ+ events has Caroline participated in?",  # a plural noun after a word with punctuation
+        "What types of pottery have Melanie and her kids made?",
+        "What kind of art does Caroline make?",
+        "In what ways is Caroline participating in the LGBTQ community?",
     ):
         assert asks_for_list(question), question
     for question in ("What did Caroline research?", "When did Melanie paint a sunrise?", "Where is Jon's studio?"):

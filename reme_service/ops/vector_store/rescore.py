@@ -53,12 +53,13 @@ _NAME_RE = re.compile(r"\b[A-Z][\w'-]*\w\b")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
 _QUOTED_RE = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”|(?<!\w)'([^']{2,})'(?!\w)")
 _POSSESSIVE_RE = re.compile(r"'s?$")
-# questions whose answer is a list or a count: "both", "how many", "what are", "what books has/did ...",
-# "what has X done" (English; chosen on LoCoMo dev: 114 of 760 questions, 72 of them with several evidence sessions)
+# questions whose answer is a list or a count: "both", "how many", "what are", "what books has/did ...", "what
+# LGBTQ+ events has ...", "what has X done", "what kinds/types/ways" (English; chosen on LoCoMo dev: 169 of 760
+# questions, 102 of them with several evidence sessions)
 _LIST_RE = re.compile(
     r"\bboth\b|\bhow many\b|^\W*(?:what|which)\s+(?:are|were)\b"
-    r"|^\W*(?:what|which)\s+(?:\w+\s+)?\w{3,}s\s+(?:has|have|did|does|do|is|are)\b"
-    r"|^\W*what\s+(?:\w+\s+){0,2}(?:has|have)\b",
+    r"|^\W*(?:what|which)\s+(?:\S+\s+){0,2}\S{3,}s\s+(?:has|have|did|does|do|is|are)\b"
+    r"|^\W*what\s+(?:\w+\s+){0,2}(?:has|have)\b|\bwhat\s+(?:kinds?|types?|sorts?|ways)\b",
     re.IGNORECASE,
 )
 SPEAKER_MAX = 40  # the longest speaker name a "<Name>: " line prefix may hold
