@@ -926,7 +926,10 @@ class MemoryVectorStore(VectorStore):
             check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
             dim = state.dim
         query_vector = as_query(vector, workspace_id, dim)
-        return await run_search(state, query_vector, top_k, predicate, exact, text=query, weight=lexical_weight)
+        hits = await run_search(state, query_vector, top_k, predicate, exact, text=query, weight=lexical_weight)
+        if self._spaces.get(workspace_id) is state:
+            self._touch(workspace_id, state)  # the search may have built its BM25 index or kept scores: count them
+        return hits
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
         validate_workspace_id(workspace_id)

@@ -185,6 +185,15 @@ class Replicas:
             )  # fmt: skip
         return copy
 
+    def searched(self, workspace_id: str, state: WorkspaceState) -> None:
+        """A search of `state` ended: count what it may have built (its BM25 index, kept scores), if the copy still
+        holds that state."""
+        copy = self._copies.get(workspace_id)
+        if copy is not None and copy.state is state:
+            self._resident.touch(workspace_id, state)
+            if self._resident.over_budget():
+                self._keep(workspace_id, copy)
+
     def _keep(self, workspace_id: str, copy: _Copy) -> None:
         """Hold the copy and count it (again: another workspace's copy may have pushed it out while it caught up);
         past the budget, drop the least recently searched others."""

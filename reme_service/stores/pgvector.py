@@ -797,7 +797,10 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         query = as_query(vector, workspace_id, state.dim)
         if impossible:
             return []
-        return await run_search(state, query, top_k, predicate, exact, text=text, weight=weight)
+        hits = await run_search(state, query, top_k, predicate, exact, text=text, weight=weight)
+        if text is not None:
+            self._replicas.searched(workspace_id, state)
+        return hits
 
     def _recorded_space(self) -> str:
         """The store's embedding space as the registry records it (made again only for another embedder)."""

@@ -1,10 +1,11 @@
 """`ResidentSet`: which workspaces a persistent in-process store holds in RAM, least recently used first, with each
 one's estimated size, so that the store can let idle ones go when the total passes its budget.
 
-The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's or its int8 copy's, if any)
-plus the node count times the measured size of a sample of nodes (their ids and blobs in the `NodeTable`, and their
-place in the id index): exact for the matrix, close for the rest, and cheap — recomputed only when a workspace's size
-changes.
+The estimate (`footprint`) is the vector matrix's bytes (and its approximate index's, its int8 copy's and its BM25
+index's, if any) plus the node count times the measured size of a sample of nodes (their ids and blobs in the
+`NodeTable`, and their place in the id index): exact for the matrix, close for the rest, and cheap — recomputed only
+when a workspace's size changes, or one of those indexes comes or goes, or its BM25 index keeps more or fewer terms'
+scores.
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slo
 def footprint(state: WorkspaceState) -> int:
     """Estimated bytes `state` holds (module docstring)."""
     size = state.size
+    lexical = state.lexical.nbytes() if state.lexical is not None else 0
     if not size:
-        return int(state.matrix.nbytes)
+        return int(state.matrix.nbytes) + lexical
     per_node = state.nodes.bytes_per_row(SAMPLE_NODES)
     ann = state.ann.memory_bytes() if state.ann is not None else 0
     quantized = state.quantized.nbytes() if state.quantized is not None else 0
-    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann + quantized)
+    return int(state.matrix.nbytes + size * (per_node + INDEX_ENTRY_BYTES) + ann + quantized + lexical)
+
+
+def _shape(state: WorkspaceState) -> tuple[int, ...]:
+    """What changes `footprint` enough to estimate it again: the row count, whether the approximate index and the
+    int8 copy exist, and the BM25 index's kept terms (-1 without one)."""
+    lexical = state.lexical
+    kept = lexical.kept_terms if lexical is not None else -1
+    return (state.size, state.ann is not None, state.quantized is not None, kept)
 
 
 class ResidentSet:
@@ -35,17 +45,16 @@ class ResidentSet:
     def __init__(self, budget_bytes: int | None) -> None:
         self.budget_bytes = budget_bytes
         self.total = 0
-        # id -> (state id, rows + (1 << 62 with an approximate index) + (1 << 61 with an int8 copy), bytes)
-        self._sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        # id -> (state id, `_shape` of the state, bytes)
+        self._sizes: OrderedDict[str, tuple[int, tuple[int, ...], int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sizes)
 
     def touch(self, workspace_id: str, state: WorkspaceState) -> None:
-        """`workspace_id` was just used; its size is re-estimated when its state, its row count or whether it has
-        an approximate index or an int8 copy changed."""
+        """`workspace_id` was just used; its size is re-estimated when its state or its `_shape` changed."""
         known = self._sizes.get(workspace_id)
-        shape = state.size + (1 << 62 if state.ann is not None else 0) + (1 << 61 if state.quantized is not None else 0)
+        shape = _shape(state)
         if known is not None and known[0] == id(state) and known[1] == shape:
             self._sizes.move_to_end(workspace_id)
             return

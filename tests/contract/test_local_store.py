@@ -24,8 +24,10 @@ import pytest
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores import node_table
+from reme_service.stores.lexical import DENSE_MIN_ROWS
 from reme_service.stores.local import LocalVectorStore
 from reme_service.stores.params import AnnParams, LocalStoreParams
+from reme_service.stores.resident import footprint
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
     DIM,
@@ -532,6 +534,27 @@ async def test_idle_workspaces_leave_ram_past_the_budget_and_come_back_whole(tmp
         assert await reopened.list_workspaces() == sorted(names)
     finally:
         await reopened.close()
+
+
+async def test_a_hybrid_search_counts_the_bm25_index_it_built(tmp_path: Path) -> None:
+    """The BM25 index a hybrid search builds, and the scores it keeps, count in the RAM budget as soon as the search
+    ends, so an idle workspace searched once is not under-counted until its next use."""
+    store = open_store(tmp_path / "vs", max_resident_mb=100)
+    rows = DENSE_MIN_ROWS + 100  # "garden", in every row, keeps its scores once asked for
+    try:
+        await store.upsert(WS, [make_node(f"n{i}", f"note {i} about the garden") for i in range(rows)])
+        await store.search(WS, "garden", top_k=1)
+        state = store._spaces[WS]
+        without = footprint(state)
+        assert state.lexical is None and store._resident.total == without
+        await store.search_hybrid(WS, "zebra", top_k=3)  # builds the index; no term kept
+        assert state.lexical is not None and state.lexical.kept_terms == 0
+        assert store._resident.total == without + state.lexical.nbytes() > without + rows * 8
+        await store.search_hybrid(WS, "garden", top_k=3)
+        assert state.lexical.kept_terms == 1
+        assert store._resident.total == without + state.lexical.nbytes()  # 4 bytes a row more
+    finally:
+        await store.close()
 
 
 async def test_a_workspace_being_written_is_never_let_go(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from reme_service.schema.vector_node import SearchHit
 from reme_service.stores import pgvector as pgvector_module
 from reme_service.stores.memory import WorkspaceState
 from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.resident import footprint
 from tests.contract.store_contract import WS, make_node, unit_vector
 from tests.contract.test_pgvector_index_builds import table_of
 from tests.contract.test_pgvector_store import _drop_all, make_store
@@ -179,8 +180,13 @@ async def test_hybrid_search_of_a_copy_ranks_as_the_in_process_stores(trio: Trio
             make_node("r", "they bake bread", vector=unit_vector(3)),
         ],
     )
+    await trio.reader.search_vector(WS, unit_vector(1), top_k=1)  # the copy, without a BM25 index yet
+    vector_only = trio.reader._replicas._resident.total
     hits = await trio.reader.search_hybrid(WS, "painting", top_k=3, lexical_weight=0.9)
-    assert hits[0].node.unique_id == "p" and trio.copy() is not None
+    copy = trio.copy()
+    assert hits[0].node.unique_id == "p" and copy is not None and copy.lexical is not None
+    # the BM25 index this search built counts in the copies' budget at once (not at the next search)
+    assert trio.reader._replicas._resident.total == footprint(copy) > vector_only
 
 
 async def test_the_tables_of_an_older_store_are_given_row_versions(

@@ -59,3 +59,34 @@ def test_kept_scores_stay_within_their_budget(monkeypatch: pytest.MonkeyPatch) -
     scores = index.scores("common alpha")
     assert len(index._dense) == 1
     np.testing.assert_allclose(scores, fresh_scores(texts(ROWS), "common alpha"), rtol=1e-6)
+
+
+def test_the_size_estimate_follows_the_postings_and_the_kept_scores() -> None:
+    """`nbytes` is close to what the index holds (tracemalloc), follows deletes and replacements as a fresh build of
+    the same texts (the postings are counted as they change), and counts kept scores while they are kept."""
+    import tracemalloc
+
+    documents = [f"note {i} of topic{i % 300} and word{i % 37} in set{i % 3}" for i in range(ROWS)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        index = LexicalIndex.build(documents)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.75 * held <= index.nbytes() <= 1.25 * held, (index.nbytes(), held)
+
+    kept_before = index.nbytes()
+    index.scores("note set1")  # "note" in every row, "set1" in a third: both kept
+    assert index.kept_terms == 2 and index.nbytes() == kept_before + 2 * 4 * ROWS
+
+    rows = list(documents)
+    for row in range(ROWS - 1, ROWS // 2, -1):  # delete half the rows (from the end: no row moves) ...
+        index.remove(row, rows[row], rows[row])
+        rows.pop()
+    for row in range(0, len(rows), 7):  # ... and replace some with shorter texts
+        index.replace(row, rows[row], f"short {row}")
+        rows[row] = f"short {row}"
+    assert index.kept_terms == 0  # the writes dropped them
+    rebuilt = LexicalIndex.build(rows)
+    assert abs(index.nbytes() - rebuilt.nbytes()) <= 4 * ROWS  # only the row-length arrays' spare room may differ
