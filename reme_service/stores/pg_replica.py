@@ -97,7 +97,9 @@ class Replicas:
         self._locks: dict[str, asyncio.Lock] = {}
         self._too_big: set[str] = set()  # tables found to have more than `max_rows` rows
         self._resident = ResidentSet(budget_bytes)
-        self._head = sql.SQL("SELECT tbl, dim, space, version FROM {} WHERE workspace_id = %s").format(registry)
+        self._heads = sql.SQL(
+            "SELECT workspace_id, tbl, dim, space, version FROM {} WHERE workspace_id = ANY(%s)"
+        ).format(registry)
 
     @property
     def enabled(self) -> bool:
@@ -114,9 +116,19 @@ class Replicas:
         """For `/health`: how many copies this process holds and their estimated size in bytes."""
         return {"workspaces": len(self._copies), "bytes": self._resident.total}
 
-    async def head(self, conn: Conn, workspace_id: str) -> Head | None:
-        row = await (await conn.execute(self._head, [workspace_id])).fetchone()
-        return None if row is None else Head(row[0], row[1], row[2], row[3])
+    async def heads(self, conn: Conn, workspace_ids: list[str]) -> dict[str, Head]:
+        """The registry rows of those of `workspace_ids` that exist, in one statement (`pg_heads.HeadReads`)."""
+        rows = await (await conn.execute(self._heads, [workspace_ids])).fetchall()
+        return {row[0]: Head(row[1], row[2], row[3], row[4]) for row in rows}
+
+    def up_to_date(self, workspace_id: str, head: Head) -> WorkspaceState | None:
+        """The copy of the workspace if it is at `head`'s version or later (then it counts as the most recently
+        searched); None when it must be brought up to date (`current`), or is searched in PostgreSQL."""
+        copy = self._copies.get(workspace_id)
+        if copy is not None and copy.tbl == head.tbl and copy.version >= head.version:
+            self._resident.touch(workspace_id, copy.state)
+            return copy.state
+        return None
 
     def forget(self, workspace_id: str) -> None:
         self._copies.pop(workspace_id, None)
@@ -126,10 +138,9 @@ class Replicas:
         """The copy of the workspace whose registry row is `head` (which holds vectors), brought up to `head`'s
         version at least; None when the workspace has more than `max_rows` rows (search it in PostgreSQL). Raises
         `Moved` when the workspace left `head.tbl` meanwhile."""
-        copy = self._copies.get(workspace_id)
-        if copy is not None and copy.tbl == head.tbl and copy.version >= head.version:
-            self._resident.touch(workspace_id, copy.state)  # (the most recently searched now)
-            return copy.state
+        state = self.up_to_date(workspace_id, head)
+        if state is not None:
+            return state
         if head.tbl in self._too_big:
             return None
         async with self._locks.setdefault(workspace_id, asyncio.Lock()):

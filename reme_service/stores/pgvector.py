@@ -47,6 +47,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -66,10 +67,11 @@ from reme_service.stores.packed import compile_stored_filter
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg_conn import Conn
 from reme_service.stores.pg_filter import PgWhere, pg_where, storable
+from reme_service.stores.pg_heads import HeadReads
 from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
 from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
 from reme_service.stores.pg_registry import Entry, RegistryCache
-from reme_service.stores.pg_replica import KEEP_VERSIONS, Moved, Replicas
+from reme_service.stores.pg_replica import KEEP_VERSIONS, Head, Moved, Replicas
 from reme_service.stores.pg_terms import CommonTerms
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
@@ -158,6 +160,8 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             max_rows=params.replica_rows,
             budget_bytes=params.replica_mb << 20,
         )
+        # the registry rows searches of the copies read, several workspaces' in one statement (`pg_heads.py`)
+        self._heads: HeadReads[Head] = HeadReads(self._read_heads)
 
     def _describe(self) -> str:
         """Where the database is, for messages (never the password)."""
@@ -400,6 +404,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             await asyncio.gather(self._resuming, return_exceptions=True)
         await self._builder.close()
         await self._common_terms.close()
+        await self._heads.close()
         await super().close()
         for pool in (self._pool, self._lock_pool):
             if pool is not None:
@@ -788,7 +793,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """The search (hybrid with `text`) on this process's up-to-date copy of the workspace, as the in-memory store
         runs it; None when the workspace is searched in PostgreSQL (more rows than `replica_rows`)."""
         predicate = compile_stored_filter(filter)
-        holds, state = await self._run("searching", lambda conn: self._copy(conn, workspace_id))
+        holds, state = await self._copy(workspace_id)
         if not holds:
             return []
         if state is None:
@@ -809,19 +814,29 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             self._space_text = (self.embedder, text := self.space.to_json())
         return text
 
-    async def _copy(self, conn: Conn, workspace_id: str) -> tuple[bool, WorkspaceState | None]:
+    async def _read_heads(self, workspace_ids: list[str]) -> dict[str, Head]:
+        return await self._run("searching", lambda conn: self._replicas.heads(conn, workspace_ids))
+
+    async def _copy(self, workspace_id: str) -> tuple[bool, WorkspaceState | None]:
         """Whether the workspace holds vectors, and its copy brought up to date (None: search it in PostgreSQL). A
-        workspace of another embedding space is refused (409)."""
+        workspace of another embedding space is refused (409). The registry row comes from a read shared with the
+        searches that asked at the same time (`pg_heads.py`); a connection is taken only to bring the copy up to
+        date."""
+        replicas = self._replicas
         for _ in range(3):  # a workspace replaced while its copy catches up is read again
-            head = await self._replicas.head(conn, workspace_id)
+            head = await self._heads.get(workspace_id)
             if head is None or head.dim is None:
-                self._replicas.forget(workspace_id)
+                replicas.forget(workspace_id)
                 return False, None
             if head.space != self._recorded_space():
                 space = recorded_space(parse_space(head.space), head.dim)
                 check_space(workspace_id, space, self.space, "search")
+            state = replicas.up_to_date(workspace_id, head)
+            if state is not None or replicas.searched_here(head.tbl):
+                return True, state
             try:
-                return True, await self._replicas.current(conn, workspace_id, head)
+                catch_up = partial(replicas.current, workspace_id=workspace_id, head=head)
+                return True, await self._run("searching", catch_up)
             except Moved:
                 continue
         return True, None  # replaced again and again: PostgreSQL answers this one

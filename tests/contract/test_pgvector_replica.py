@@ -10,6 +10,7 @@ Two store instances with the same table prefix stand for two service processes. 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -233,3 +234,26 @@ async def test_a_catch_up_is_one_exclusive_step(trio: Trio, monkeypatch: pytest.
     await trio.agree()
     assert steps == [copy.gate] and trio.copy() is copy
     assert sorted(copy.rows) == sorted(f"n{i:03d}" for i in range(12) if i != 2)
+
+
+async def test_concurrent_searches_share_their_registry_reads(trio: Trio, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches that ask at once read their workspaces' registry rows in one statement (`pg_heads.py`), and each
+    still finds a write finished before it asked."""
+    names = [f"w{i}" for i in range(8)]
+    for name in names:
+        await trio.writer.upsert(name, _nodes(0, 5))
+    statements: list[int] = []
+    heads = trio.reader._replicas.heads
+
+    async def counted(conn: Any, workspace_ids: list[str]) -> Any:
+        statements.append(len(workspace_ids))
+        return await heads(conn, workspace_ids)
+
+    monkeypatch.setattr(trio.reader._replicas, "heads", counted)
+    for round_ in range(3):
+        await trio.writer.upsert(names[round_], [make_node("new", "new", vector=unit_vector(500 + round_))])
+        found = await asyncio.gather(
+            *(trio.reader.search_vector(name, unit_vector(500 + round_), top_k=1) for name in names)
+        )
+        assert found[round_][0].node.unique_id == "new"
+    assert sum(statements) == 3 * len(names) and max(statements) > 1 and len(statements) < 3 * len(names)
