@@ -42,7 +42,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -898,7 +898,8 @@ class MemoryVectorStore(VectorStore):
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
             return []
         check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
-        return await run_search(state, as_query(vector, workspace_id, state.dim), top_k, predicate, exact)
+        query = as_query(vector, workspace_id, state.dim)
+        return await self._counted(workspace_id, state, run_search(state, query, top_k, predicate, exact))
 
     async def search_hybrid(
         self,
@@ -926,9 +927,18 @@ class MemoryVectorStore(VectorStore):
             check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "search")
             dim = state.dim
         query_vector = as_query(vector, workspace_id, dim)
-        hits = await run_search(state, query_vector, top_k, predicate, exact, text=query, weight=lexical_weight)
+        search = run_search(state, query_vector, top_k, predicate, exact, text=query, weight=lexical_weight)
+        return await self._counted(workspace_id, state, search)
+
+    async def _counted(
+        self, workspace_id: str, state: WorkspaceState, search: Awaitable[list[SearchHit]]
+    ) -> list[SearchHit]:
+        """The hits of `search` (a `run_search` of `state`), then the workspace used again: the search may have
+        built its int8 copy, its BM25 index or kept BM25 scores, which count in a persistent store's RAM estimate
+        at once (`_touch`)."""
+        hits = await search
         if self._spaces.get(workspace_id) is state:
-            self._touch(workspace_id, state)  # the search may have built its BM25 index or kept scores: count them
+            self._touch(workspace_id, state)
         return hits
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:

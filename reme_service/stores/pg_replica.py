@@ -124,10 +124,14 @@ class Replicas:
     def up_to_date(self, workspace_id: str, head: Head) -> WorkspaceState | None:
         """The copy of the workspace if it is at `head`'s version or later (then it counts as the most recently
         searched); None when it must be brought up to date (`current`), or is searched in PostgreSQL."""
+        copy = self._fresh(workspace_id, head)
+        return None if copy is None else copy.state
+
+    def _fresh(self, workspace_id: str, head: Head) -> _Copy | None:
         copy = self._copies.get(workspace_id)
         if copy is not None and copy.tbl == head.tbl and copy.version >= head.version:
             self._resident.touch(workspace_id, copy.state)
-            return copy.state
+            return copy
         return None
 
     def forget(self, workspace_id: str) -> None:
@@ -137,11 +141,8 @@ class Replicas:
     async def current(self, conn: Conn, workspace_id: str, head: Head) -> WorkspaceState | None:
         """The copy of the workspace whose registry row is `head` (which holds vectors), brought up to `head`'s
         version at least; None when the workspace has more than `max_rows` rows (search it in PostgreSQL). Raises
-        `Moved` when the workspace left `head.tbl` meanwhile."""
-        state = self.up_to_date(workspace_id, head)
-        if state is not None:
-            return state
-        if head.tbl in self._too_big:
+        `Moved` when the workspace left `head.tbl` meanwhile. (The store asks `up_to_date` first.)"""
+        if self.searched_here(head.tbl):
             return None
         async with self._locks.setdefault(workspace_id, asyncio.Lock()):
             copy = await self._catch_up(conn, workspace_id, head)
@@ -150,10 +151,10 @@ class Replicas:
     async def _catch_up(self, conn: Conn, workspace_id: str, head: Head) -> _Copy | None:
         """Under the workspace's lock: the copy at `head`'s version or later (a search that waited for another's
         update finds it done)."""
+        fresh = self._fresh(workspace_id, head)
+        if fresh is not None:
+            return fresh
         copy = self._copies.get(workspace_id)
-        if copy is not None and copy.tbl == head.tbl and copy.version >= head.version:
-            self._keep(workspace_id, copy)
-            return copy
         if copy is not None and copy.tbl == head.tbl:
             changes = await self._read(conn, workspace_id, head.tbl, copy.version)
             if copy.version >= changes.trimmed:  # else deletions it needs may be gone
@@ -197,19 +198,19 @@ class Replicas:
         return copy
 
     def searched(self, workspace_id: str, state: WorkspaceState) -> None:
-        """A search of `state` ended: count what it may have built (its BM25 index, kept scores), if the copy still
-        holds that state."""
+        """A search of `state` ended: count what it may have built (its int8 copy, BM25 index, kept scores), if the
+        copy still holds that state."""
         copy = self._copies.get(workspace_id)
         if copy is not None and copy.state is state:
-            self._resident.touch(workspace_id, state)
-            if self._resident.over_budget():
-                self._keep(workspace_id, copy)
+            self._keep(workspace_id, copy)
 
     def _keep(self, workspace_id: str, copy: _Copy) -> None:
         """Hold the copy and count it (again: another workspace's copy may have pushed it out while it caught up);
         past the budget, drop the least recently searched others."""
         self._copies[workspace_id] = copy
         self._resident.touch(workspace_id, copy.state)
+        if not self._resident.over_budget():
+            return
         for other in self._resident.oldest_first():
             if not self._resident.over_budget():
                 break

@@ -803,8 +803,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if impossible:
             return []
         hits = await run_search(state, query, top_k, predicate, exact, text=text, weight=weight)
-        if text is not None:
-            self._replicas.searched(workspace_id, state)
+        self._replicas.searched(workspace_id, state)
         return hits
 
     def _recorded_space(self) -> str:

@@ -26,6 +26,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores import node_table
 from reme_service.stores.lexical import DENSE_MIN_ROWS
 from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.memory import QUANTIZED_FROM
 from reme_service.stores.params import AnnParams, LocalStoreParams
 from reme_service.stores.resident import footprint
 from tests.contract import local_store_writer as writer
@@ -536,15 +537,19 @@ async def test_idle_workspaces_leave_ram_past_the_budget_and_come_back_whole(tmp
         await reopened.close()
 
 
-async def test_a_hybrid_search_counts_the_bm25_index_it_built(tmp_path: Path) -> None:
-    """The BM25 index a hybrid search builds, and the scores it keeps, count in the RAM budget as soon as the search
-    ends, so an idle workspace searched once is not under-counted until its next use."""
+async def test_a_search_counts_what_it_built(tmp_path: Path) -> None:
+    """The int8 copy a first search builds, the BM25 index a hybrid search builds and the scores it keeps count in
+    the RAM budget as soon as the search ends, so an idle workspace searched once is not under-counted until its
+    next use."""
     store = open_store(tmp_path / "vs", max_resident_mb=100)
-    rows = DENSE_MIN_ROWS + 100  # "garden", in every row, keeps its scores once asked for
+    rows = QUANTIZED_FROM  # exact scans go through an int8 copy; "garden", in every row, keeps its BM25 scores
+    assert rows >= DENSE_MIN_ROWS
     try:
         await store.upsert(WS, [make_node(f"n{i}", f"note {i} about the garden") for i in range(rows)])
-        await store.search(WS, "garden", top_k=1)
         state = store._spaces[WS]
+        assert state.quantized is None and store._resident.total == footprint(state)
+        await store.search(WS, "garden", top_k=1)  # builds the int8 copy
+        assert state.quantized is not None and store._resident.total == footprint(state)
         without = footprint(state)
         assert state.lexical is None and store._resident.total == without
         await store.search_hybrid(WS, "zebra", top_k=3)  # builds the index; no term kept
