@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
+from pydantic import BaseModel
+
 R = TypeVar("R")
 
-Json = Mapping[str, Any]  # a JSON object, or a pydantic model of one (Message, Trajectory, ToolCallResult)
+Json = Mapping[str, Any] | BaseModel  # a JSON object, or a pydantic model of one (Message, Trajectory, ToolCallResult)
 VectorStoreAction = Literal["list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history"]
 WorkingSummaryMode = Literal["compact", "compress", "auto"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ class HistoryLog:
 
     # -- writing
 
-    def write_sync(self, workspace_id: str, steps: list[HistoryStep]) -> None:
+    def write_sync(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None:
         """Apply a request's steps in order: entries are appended; a `Scrub` strips the text of the entries before
         it. Without a scrub this is one append; with one, the file is rewritten atomically."""
         if not steps:
@@ -61,7 +61,7 @@ class HistoryLog:
             else:
                 self._append(path, [step for step in steps if isinstance(step, HistoryEntry)])
 
-    async def write(self, workspace_id: str, steps: list[HistoryStep]) -> None:
+    async def write(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None:
         await asyncio.to_thread(self.write_sync, workspace_id, steps)
 
     @staticmethod
@@ -79,7 +79,7 @@ class HistoryLog:
             fsync_path(path.parent)
 
     @staticmethod
-    def _rewrite(path: Path, steps: list[HistoryStep]) -> None:
+    def _rewrite(path: Path, steps: Sequence[HistoryStep]) -> None:
         try:
             lines = [line + b"\n" for line in path.read_bytes().splitlines() if _parse(line) is not None]
         except FileNotFoundError:

@@ -53,6 +53,7 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
 from reme_service.stores.spaces import EmbeddingSpace, check_space, space_of
+from reme_service.stores.vectors import QueryVector
 
 Filter = dict[str, Any]
 T = TypeVar("T")
@@ -159,7 +160,7 @@ class VectorStore(ABC):
     async def search_vector(
         self,
         workspace_id: str,
-        vector: Sequence[float],
+        vector: QueryVector,
         *,
         top_k: int,
         filter: Filter | None = None,
@@ -201,7 +202,7 @@ class VectorStore(ABC):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
-        vector: Sequence[float] | None = None,
+        vector: QueryVector | None = None,
     ) -> list[SearchHit]:
         """Vector similarity fused with a lexical score (see the module docstring); here: plain `search` (by
         `vector` when given: the query embedded already)."""

@@ -68,7 +68,7 @@ from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
-from reme_service.stores.vectors import as_query, dimension_error
+from reme_service.stores.vectors import QueryVector, as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
@@ -498,7 +498,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
-        vector: Sequence[float] | None = None,
+        vector: QueryVector | None = None,
     ) -> list[SearchHit]:
         """`search` (its fusion is reciprocal rank fusion, so `lexical_weight` is not used), on `vector` when given
         (the query embedded already)."""
@@ -508,7 +508,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         self,
         workspace_id: str,
         query: str,
-        embedded: Sequence[float] | None,
+        embedded: QueryVector | None,
         *,
         top_k: int,
         filter: Filter | None,

@@ -34,6 +34,7 @@ from reme_service.stores.remote_filter import (
     metadata_path,
     scalar_leaves,
 )
+from reme_service.stores.vectors import QueryVector
 
 KEYWORD_LIMIT = 8191  # characters; 4 bytes each stays under Lucene's 32766-byte term limit
 META_WORKSPACE = "reme_workspace_id"
@@ -245,7 +246,7 @@ def es_filter(conditions: Iterable[Condition]) -> EsFilter:
 
 
 def knn_body(
-    vector: Sequence[float], top_k: int, flt: EsFilter, *, num_candidates: int, source: Mapping[str, Any]
+    vector: QueryVector, top_k: int, flt: EsFilter, *, num_candidates: int, source: Mapping[str, Any]
 ) -> dict[str, Any]:
     knn: dict[str, Any] = {
         "field": "vector",

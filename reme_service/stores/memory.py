@@ -67,6 +67,7 @@ from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.quantized import QuantizedRows
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.vectors import (
+    QueryVector,
     as_query,
     batch_dimension,
     dimension_error,
@@ -886,7 +887,7 @@ class MemoryVectorStore(VectorStore):
     async def search_vector(
         self,
         workspace_id: str,
-        vector: Sequence[float],
+        vector: QueryVector,
         *,
         top_k: int,
         filter: Filter | None = None,
@@ -910,7 +911,7 @@ class MemoryVectorStore(VectorStore):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
-        vector: Sequence[float] | None = None,
+        vector: QueryVector | None = None,
     ) -> list[SearchHit]:
         validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)

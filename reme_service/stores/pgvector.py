@@ -76,7 +76,7 @@ from reme_service.stores.pg_terms import CommonTerms
 from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
-from reme_service.stores.vectors import as_query, dimension_error
+from reme_service.stores.vectors import QueryVector, as_query, dimension_error
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
@@ -675,7 +675,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def search_vector(
         self,
         workspace_id: str,
-        vector: Sequence[float],
+        vector: QueryVector,
         *,
         top_k: int,
         filter: Filter | None = None,
@@ -715,7 +715,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         filter: Filter | None = None,
         lexical_weight: float = 0.3,
         exact: bool = False,
-        vector: Sequence[float] | None = None,
+        vector: QueryVector | None = None,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
         (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector
@@ -782,7 +782,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def _search_copy(
         self,
         workspace_id: str,
-        vector: Sequence[float],
+        vector: QueryVector,
         top_k: int,
         filter: Filter | None,
         exact: bool,

@@ -39,7 +39,14 @@ from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
-from reme_service.stores.vectors import as_query, batch_dimension, embed_checked, latest_by_id, normalise_rows
+from reme_service.stores.vectors import (
+    QueryVector,
+    as_query,
+    batch_dimension,
+    embed_checked,
+    latest_by_id,
+    normalise_rows,
+)
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 
@@ -256,7 +263,7 @@ class RemoteVectorStore(VectorStore, Generic[F]):
     async def search_vector(
         self,
         workspace_id: str,
-        vector: Sequence[float],
+        vector: QueryVector,
         *,
         top_k: int,
         filter: Filter | None = None,

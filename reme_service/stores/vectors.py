@@ -8,6 +8,7 @@ are left exactly as given (a vector read back is the one written); zero rows sta
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,6 +18,9 @@ from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 
 NORM_TOLERANCE = 1e-4
+
+# A query vector as callers hold it: a list, or a row of the embedder's float32 matrix (`EmbeddingClient.embed`).
+QueryVector: TypeAlias = Sequence[float] | NDArray[np.floating[Any]]
 
 
 def dimension_error(workspace_id: str, expected: int, actual: int, what: str) -> DimensionMismatchError:
@@ -71,7 +75,7 @@ def normalise_rows(vectors: NDArray[np.float32], *, what: str = "a node vector")
     return vectors
 
 
-def as_query(vector: Sequence[float], workspace_id: str, dim: int) -> NDArray[np.float32]:
+def as_query(vector: QueryVector, workspace_id: str, dim: int) -> NDArray[np.float32]:
     """A query vector checked against the workspace's dimension, as a unit float32 vector."""
     query = np.asarray(vector, dtype=np.float32)
     if query.ndim != 1:

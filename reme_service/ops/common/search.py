@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from reme_service.schema.vector_node import SearchHit
 from reme_service.stores.base import Filter, VectorStore
+from reme_service.stores.vectors import QueryVector
 
 
 async def ranked_search(
@@ -16,7 +15,7 @@ async def ranked_search(
     top_k: int,
     filter: Filter | None,
     exact: bool,
-    vector: Sequence[float] | None = None,
+    vector: QueryVector | None = None,
     lexical_weight: float | None = None,
 ) -> list[SearchHit]:
     """The store's best `top_k` for `query`: cosine fused with BM25 when `lexical_weight` is given

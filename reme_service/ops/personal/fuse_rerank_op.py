@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -207,12 +207,10 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
             weight = self.params.lexical_weight if self.params.hybrid else None
         else:  # the vector RetrieveMemoryOp embedded (no second embedding call), ranked as it ranked
             weight = ctx.get(keys.QUERY_LEXICAL_WEIGHT, None)
-        # an array is what the stores take at run time; their signature says `Sequence[float]`
-        as_sequence = None if vector is None else cast(Sequence[float], vector)
 
         async def search(condition: dict[str, Any]) -> list[SearchHit]:
             return await ranked_search(
-                store, ctx.workspace_id, query, top_k=top_k, filter=condition, exact=exact, vector=as_sequence,
+                store, ctx.workspace_id, query, top_k=top_k, filter=condition, exact=exact, vector=vector,
                 lexical_weight=weight,
             )  # fmt: skip
 
