@@ -31,7 +31,7 @@ from proc_info import free_port, rss_mib
 
 from reme_service.app import ReMeApp
 from reme_service.providers.llm.base import LLMClient
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 from reme_service.server.http import create_http_app
 
 
@@ -47,7 +47,7 @@ class SlowLLM(LLMClient):
         self.calls += 1
         await asyncio.sleep(self.seconds)
         item = {"when_to_use": f"when case {self.calls} comes up", "memory": f"advice {self.calls}"}
-        return Message(role="assistant", content=f"```json\n{json.dumps([item])}\n```")
+        return Message(role=Role.ASSISTANT, content=f"```json\n{json.dumps([item])}\n```")
 
 
 async def drive(base: str, jobs: int) -> None:

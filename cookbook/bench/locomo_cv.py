@@ -45,6 +45,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def prepare(convs: list[Conversation], vectors: dict[str, NDArray[np.float32]]) 
             conv.lexical[texts, stem] = np.stack([index.scores(q) for q, _, _ in conv.questions])
         queries = [QueryCues(q) for q, _, _ in conv.questions]
         for cue in CUES:
-            unit = Rescoring(**{f"{cue}_boost": 1.0})
+            unit = Rescoring.model_validate({f"{cue}_boost": 1.0})
             conv.cues[cue] = np.array([cue_bonuses(c, conv.own, unit) for c in queries], np.float32)
         # maxsim: the best cosine of a turn's own text and its sentences, per question
         q = conv.vectors["query"]
@@ -258,7 +259,7 @@ def score(conv: Conversation, qi: int, top: list[int]) -> Row:
 
 def mean(rows: list[Row]) -> Row:
     n = max(len(rows), 1)
-    return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 5  # type: ignore[return-value]
+    return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 5
 
 
 def objective(rows: list[Row], session_weight: float = 0.0) -> float:
@@ -299,7 +300,7 @@ BOOSTS = (0.0, 0.02, 0.05, 0.1, 0.2)
 CHOSEN = {"speaker": 0.3, "time": 0.2}  # the combined grid's choice in every fold (the service's defaults)
 
 
-def grids(kept: Config, pools: tuple[int, ...] = (20, 50)) -> dict[str, Callable[[], Iterable[Config]]]:
+def grids(kept: Config, pool_sizes: tuple[int, ...] = (20, 50)) -> dict[str, Callable[[], Iterable[Config]]]:
     """Technique -> its grid, each alone over the base (w tuned with it), and `combined` around `kept`."""
     base = Config()
 
@@ -314,11 +315,11 @@ def grids(kept: Config, pools: tuple[int, ...] = (20, 50)) -> dict[str, Callable
         "stem": lambda: with_weights(stem=True),
         "neighbour": lambda: with_weights(neighbour=True),
         "maxsim": lambda: with_weights(maxsim=True),
-        **{name: (lambda name=name: cue(name)) for name in CUES},
+        **{name: partial(cue, name) for name in CUES},
         "session": lambda: (c for s in BOOSTS for c in with_weights(session=s)),
         "diverse": lambda: (c for s in BOOSTS for c in with_weights(diverse=s)),
         "combined": lambda: combined(kept),
-        "two-stage": lambda: two_stage(kept, pools),
+        "two-stage": lambda: two_stage(kept, pool_sizes),
         "pool": lambda: pools(kept),
         "period": lambda: session_step(kept, lists=(None,), diverse=(0.1,), sessions=(0.5,)),
         "list": lambda: session_step(kept, periods=(0.0,), diverse=(0.1,), sessions=(0.5,)),
@@ -326,7 +327,7 @@ def grids(kept: Config, pools: tuple[int, ...] = (20, 50)) -> dict[str, Callable
     }
 
 
-SERVICE = {"weight": 0.4, "group_mode": "max", "pool": 20}  # the two-stage choice (W = 3, pool 20)
+SERVICE: dict[str, Any] = {"weight": 0.4, "group_mode": "max", "pool": 20}  # the two-stage choice (W = 3, pool 20)
 
 
 def session_step(

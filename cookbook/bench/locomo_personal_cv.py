@@ -99,7 +99,11 @@ def product(**axes: Iterable[Any]) -> Iterable[Config]:
 
 
 def grids() -> dict[str, Iterable[Config]]:
-    period = {"period_search": [True], "period_boost": [0.0, 0.1, 0.3], "fuse_time_ratio": [1.5, 2.0, 3.0]}
+    period: dict[str, list[Any]] = {
+        "period_search": [True],
+        "period_boost": [0.0, 0.1, 0.3],
+        "fuse_time_ratio": [1.5, 2.0, 3.0],
+    }
     return {
         "base": [config()],
         "period": product(**period),
@@ -135,7 +139,7 @@ def score(top: list[dict[str, Any]], evidence: set[str]) -> Row:
 
 def mean(rows: list[Row]) -> Row:
     n = max(len(rows), 1)
-    return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 4  # type: ignore[return-value]
+    return tuple(sum(col) / n for col in zip(*rows, strict=True)) if rows else (0.0,) * 4
 
 
 def objective(rows: list[Row], session_weight: float) -> float:

@@ -296,8 +296,8 @@ def _lean_cell(
             cpu_seconds=server.cpu_seconds,
         )
     )
-    ms = [rs.percentile(result.samples, q) * 1e3 for q in (50, 95, 99)]
-    cell = Cell(clients, len(result.samples), *ms, result.req_per_s, result.server_cpu, result.client_cpu)
+    p50, p95, p99 = (rs.percentile(result.samples, q) * 1e3 for q in (50, 95, 99))
+    cell = Cell(clients, len(result.samples), p50, p95, p99, result.req_per_s, result.server_cpu, result.client_cpu)
     return cell, result.failures
 
 

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from reme_service.app import ReMeApp
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
-from reme_service.schema.messages import Message
+from reme_service.schema.messages import Message, Role
 
 VOCABULARY = (
     "invoice flight hotel profile password calendar report refund spreadsheet email contact playlist budget "
@@ -85,7 +85,7 @@ class InstantLLM(LLMClient):
             text = self._items(2, body="memory")
         else:
             text = self._items(2)
-        return Message(role="assistant", content=text)
+        return Message(role=Role.ASSISTANT, content=text)
 
 
 class CountingEmbedder(EmbeddingClient):

@@ -19,7 +19,7 @@ from reme_service.errors import DimensionMismatchError, EmbeddingError, InvalidR
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.base import VectorStore
+from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 
 DIM = 64
@@ -208,12 +208,14 @@ class StoreContract:
         await store.upsert(WS, corpus_nodes() + [make_node("given", vector=unit_vector(2))])
         assert (embedder.calls, embedder.texts) == (1, len(CORPUS))
         (got,) = await store.get(WS, ["deploy"])
+        assert got.vector is not None
         expected = (await HashEmbeddingClient(dimensions=DIM).embed([CORPUS[0][1]]))[0]
         np.testing.assert_allclose(got.vector, expected, atol=1e-6)
 
     async def test_vectors_are_normalised_on_insert(self, store: VectorStore) -> None:
         await store.upsert(WS, [make_node("long", vector=unit_vector(3) * 7.5)])
         (got,) = await store.get(WS, ["long"])
+        assert got.vector is not None
         assert abs(float(np.linalg.norm(got.vector)) - 1.0) < 1e-5
         hits = await store.search_vector(WS, unit_vector(3) * 0.2, top_k=1)
         assert hits[0].score == pytest.approx(1.0, abs=1e-5)
@@ -313,7 +315,7 @@ class StoreContract:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         nodes = [make_node(f"n{i}", vector=vectors[i], group=i % 500, half=i % 2) for i in range(count)]
         await store.upsert(WS, nodes)
-        cases = [
+        cases: list[tuple[Filter, Callable[[int], bool]]] = [
             ({"metadata.half": 0}, lambda i: i % 2 == 0),  # broad: found among the best rows
             ({"metadata.group": 7}, lambda i: i % 500 == 7),  # selective: 6 rows, fewer than top_k
             ({"metadata.group": {"lt": 30}, "metadata.half": 1}, lambda i: i % 500 < 30 and i % 2 == 1),

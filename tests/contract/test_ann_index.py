@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def assert_index_follows_rows(state: WorkspaceState) -> None:
     assert (ann.key_rows[keys.astype(np.int64)] == np.arange(size)).all()
     assert np.asarray(ann.index.contains(keys)).all()
     if size:
-        stored = np.asarray(ann.index.get(keys, dtype=np.float32)).reshape(size, -1)
+        stored = np.asarray(ann.index.get(keys, dtype="f32")).reshape(size, -1)
         np.testing.assert_allclose(stored, state.matrix[:size], atol=0.02)
 
 
@@ -179,11 +180,11 @@ async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_
         store, state = await _reopened_state(tmp_path, ann)
         assert state.ann is None, "an index that does not match the snapshot was trusted"
         await assert_answers_as_exact(store, WS, queries(2))  # exact until the rebuild is ready
-        await until(lambda state=state: state.ann is not None, limit=BUILD_LIMIT)
+        await until(partial(lambda state: state.ann is not None, state), limit=BUILD_LIMIT)
         assert_index_follows_rows(state)
         await assert_answers_as_exact(store, WS, queries(4))
         # the rebuilt index is saved
-        await until(lambda store=store: not store._write_lock(WS).locked(), limit=BUILD_LIMIT)
+        await until(partial(lambda store: not store._write_lock(WS).locked(), store), limit=BUILD_LIMIT)
         crash(store)
 
 

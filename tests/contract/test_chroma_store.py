@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from reme_service.errors import DimensionMismatchError, StoreError
@@ -195,7 +196,7 @@ async def test_foreign_collection_dimension_is_400_at_first_write(chroma_server:
     client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
     name = chroma_collection_name("foreign", "f-")
     collection = await client.create_collection(name, embedding_function=None)
-    await collection.add(ids=["old"], embeddings=[[1.0, 0.0, 0.0]])
+    await collection.add(ids=["old"], embeddings=np.array([[1.0, 0.0, 0.0]], np.float32))
     store = ChromaVectorStore(
         ChromaStoreParams(host=chroma_server.host, port=chroma_server.port, collection_prefix="f-"),
         embedder=CountingEmbedder(),

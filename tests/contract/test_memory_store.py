@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from reme_service.stores.memory import MemoryVectorStore
@@ -15,7 +17,7 @@ class TestMemoryStore(StoreContract):
     MID_WRITE = ("_log_upsert", True)  # the (empty) log hook has run; the nodes are not in RAM yet
 
     @pytest.fixture
-    async def store(self, embedder: CountingEmbedder):  # noqa: ANN201 - async generator fixture
+    async def store(self, embedder: CountingEmbedder) -> AsyncIterator[MemoryVectorStore]:
         store = MemoryVectorStore(embedder=embedder)
         await store.start()
         yield store
@@ -28,7 +30,7 @@ class TestMemoryStoreWithIndex(StoreContract):
     MID_WRITE = ("_log_upsert", True)
 
     @pytest.fixture
-    async def store(self, embedder: CountingEmbedder):  # noqa: ANN201 - async generator fixture
+    async def store(self, embedder: CountingEmbedder) -> AsyncIterator[MemoryVectorStore]:
         store = MemoryVectorStore(MemoryStoreParams(ann=AnnParams(min_rows=1)), embedder=embedder)
         await store.start()
         yield store

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import psycopg
@@ -112,7 +112,7 @@ async def test_nul_is_refused_in_data_and_matches_nothing_in_filters(store: Pgve
     for node in (
         make_node("nul\x00id", vector=unit_vector(2)),
         make_node("b", "content\x00", vector=unit_vector(2)),
-        make_node("c", vector=unit_vector(2), **{"key\x00": 1}),
+        make_node("c", vector=unit_vector(2), **cast(dict[str, Any], {"key\x00": 1})),
         make_node("d", vector=unit_vector(2), deep={"v": ["x\x00"]}),
     ):
         with pytest.raises(InvalidRequestError, match="NUL") as caught:

@@ -198,7 +198,7 @@ class FakeElasticsearch:
 
     def _describe(self, name: str) -> dict[str, Any]:
         index = self.indices[name]
-        aliases = {alias: {} for alias, members in self.aliases.items() if name in members}
+        aliases: dict[str, dict[str, Any]] = {alias: {} for alias, members in self.aliases.items() if name in members}
         return {"aliases": aliases, "mappings": index.mappings, "settings": {"index": index.settings}}
 
     def _create(self, name: str, body: dict[str, Any]) -> tuple[Any, int]:
@@ -328,7 +328,9 @@ class FakeElasticsearch:
             lines = [line for line in (await request.body()).split(b"\n") if line.strip()]
             default = request.path_params.get("target")
             require_alias = truthy(request.query_params.get("require_alias", "false"))
-            items, touched, i = [], set(), 0
+            items: list[dict[str, Any]] = []
+            touched: set[str] = set()
+            i = 0
             while i < len(lines):
                 action = orjson.loads(lines[i])
                 ((kind, meta),) = action.items()
@@ -355,6 +357,8 @@ class FakeElasticsearch:
     ) -> dict[str, Any]:
         target, doc_id = meta.get("_index", default), str(meta.get("_id"))
         try:
+            if target is None:
+                raise EsError(400, "action_request_validation_exception", "index is missing")
             index = self._write_index(target, require_alias) if kind != "delete" or target in self.aliases else None
             if index is None:
                 if target not in self.indices:
@@ -513,8 +517,8 @@ class FakeElasticsearch:
             hits = [self._hit(n, i, src, body, None, list(values)) for values, _, n, i, src in page]
         else:
             scored.sort(key=lambda row: (-row[0], row[1], row[2]))
-            page = scored[offset : offset + size]
-            hits = [self._hit(n, i, src, body, s, None) for s, n, i, src in page]
+            ranked = scored[offset : offset + size]
+            hits = [self._hit(n, i, src, body, s, None) for s, n, i, src in ranked]
         total = {"value": len(scored), "relation": "eq"}
         top = max((row[0] for row in scored), default=None) if not sort else None
         return {

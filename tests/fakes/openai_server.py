@@ -45,7 +45,12 @@ from typing import Any, Literal
 import anyio
 import numpy as np
 from openai.types import CreateEmbeddingResponse, Embedding
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    ChatCompletionMessageToolCallUnion,
+)
 from openai.types.chat.chat_completion import Choice
 from openai.types.chat.chat_completion_chunk import (
     Choice as ChunkChoice,
@@ -323,7 +328,7 @@ class FakeOpenAI:
     def _completion(
         self, reply: FakeReply, *, completion_id: str, model: str, usage: CompletionUsage
     ) -> ChatCompletion:
-        tool_calls = [
+        tool_calls: list[ChatCompletionMessageToolCallUnion] = [
             ChatCompletionMessageFunctionToolCall(
                 id=f"call_{completion_id[-6:]}_{i}",
                 type="function",
@@ -356,7 +361,10 @@ class FakeOpenAI:
             )
 
         out = [chunk(ChoiceDelta(role="assistant", content=""))]
-        out += [chunk(ChoiceDelta(reasoning_content=part)) for part in _pieces(reply.reasoning, self.chunk_chars)]
+        out += [
+            chunk(ChoiceDelta.model_validate({"reasoning_content": part}))
+            for part in _pieces(reply.reasoning, self.chunk_chars)
+        ]
         out += [chunk(ChoiceDelta(content=part)) for part in _pieces(reply.content, self.chunk_chars)]
         for i, (name, args) in enumerate(reply.tool_calls):
             head = ChoiceDeltaToolCall(

@@ -27,11 +27,11 @@ def serve_in_thread(
     lifespan: Literal["auto", "on", "off"] = "auto",
     start_timeout: float = 10.0,
     stop_timeout: float = 10.0,
-    graceful_shutdown: float = 2.0,
+    graceful_shutdown: int = 2,
 ) -> Iterator[str]:
     """Run `app` with uvicorn on 127.0.0.1 (port chosen by the OS) and yield its base URL.
 
-    `graceful_shutdown` bounds how long the server waits for in-flight requests when the block ends.
+    `graceful_shutdown` (seconds) bounds how long the server waits for in-flight requests when the block ends.
     Raises `RuntimeError` when the server does not start within `start_timeout` seconds.
     """
     config = uvicorn.Config(

@@ -181,14 +181,13 @@ async def test_chinese_messages_are_kept_in_chinese(tmp_path: Path) -> None:
 
 
 async def test_resending_a_conversation_replaces_rather_than_duplicates(tmp_path: Path) -> None:
-    request = {
-        "name": "summary_personal_memory",
+    request: dict[str, Any] = {
         "workspace_id": WS,
         "messages": [user("I am vegan.", "2023-05-08 09:00:00"), user("I work as a nurse.", "2023-05-08 09:01:00")],
     }
     async with personal_app(tmp_path) as app:
-        first = await app.async_execute(**request)
-        second = await app.async_execute(**request)
+        first = await app.async_execute("summary_personal_memory", **request)
+        second = await app.async_execute("summary_personal_memory", **request)
         assert [m["memory_id"] for m in first["metadata"]["memory_list"]] == [
             m["memory_id"] for m in second["metadata"]["memory_list"]
         ]

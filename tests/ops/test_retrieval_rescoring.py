@@ -58,7 +58,7 @@ def test_each_cue_earns_its_bonus_only_when_matched() -> None:
     one = 0.1
 
     def bonus(text: str, **weights: float) -> float:
-        return round(cue_bonus(cues, text, Rescoring(**weights)), 6)
+        return round(cue_bonus(cues, text, Rescoring.model_validate(weights)), 6)
 
     assert bonus("Caroline: I went there", speaker_boost=one) == one
     assert bonus("Melanie: Caroline went there", speaker_boost=one) == 0  # named, not speaking

@@ -94,7 +94,8 @@ def test_fuse_keeps_scores_in_unit_range() -> None:
 async def expected_hybrid(store: VectorStore, workspace: str, query: str, weight: float) -> dict[str, float]:
     """Fused scores computed from scratch over what the store lists (order-independent)."""
     nodes = await store.list_nodes(workspace, with_vectors=True)
-    vectors = np.stack([n.vector for n in nodes])
+    assert all(n.vector is not None for n in nodes)
+    vectors = np.stack([np.asarray(n.vector, np.float32) for n in nodes])
     query_vector = (await store.embedder.embed([query]))[0]
     lexical = LexicalIndex.build(n.content for n in nodes).scores(query)
     fused = fuse(np.clip(vectors @ query_vector, 0, 1), lexical, weight)

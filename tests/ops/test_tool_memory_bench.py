@@ -53,7 +53,9 @@ def simulated_model(bench: ModuleType, llm: ScriptedLLM) -> tuple[Any, Any]:
         if call.tools:
             (query,) = queries
             tool = bench.BEST_TOOL[levels[query]] if GUIDE in call.prompt else "search_tool_a"
-            return Message(role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name=tool, arguments={"query": query})])
+            return Message(
+                role=Role.ASSISTANT, tool_calls=[ToolCall(id="c1", name=tool, arguments=json.dumps({"query": query}))]
+            )
         # the complexity rating, or the search result (the rating parses the level word out of it)
         return f"A {levels[queries[0]]} search result." if queries else "Something unrelated."
 

@@ -204,7 +204,8 @@ async def test_retrieve_answers_with_guidelines_or_statistics_and_reports_unknow
 
 
 async def test_empty_tool_names_fail_validation(app: ReMeApp) -> None:
-    for empty in ("", " , ", []):
+    empties: tuple[str | list[str], ...] = ("", " , ", [])
+    for empty in empties:
         for flow in ("summary_tool_memory", "retrieve_tool_memory"):
             result = await app.async_execute(name=flow, workspace_id="ws", tool_names=empty)
             assert result["success"] is False

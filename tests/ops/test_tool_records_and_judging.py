@@ -84,7 +84,8 @@ def test_heuristic_judge(success: bool, output: str, score: float, rule: str) ->
 def test_llm_verdicts_are_binarised_and_malformed_ones_refused() -> None:
     good = parse_verdict('Sure.\n```json\n{"summary": " Looked  up x ", "evaluation": "Useful.", "score": 0.7}\n```')
     assert good is not None and (good.score, good.summary, good.evaluation) == (1.0, "Looked up x", "Useful.")
-    assert parse_verdict('{"summary": "s", "evaluation": "e", "score": "0"}').score == 0.0
+    zero = parse_verdict('{"summary": "s", "evaluation": "e", "score": "0"}')
+    assert zero is not None and zero.score == 0.0
     for bad in ("no json here", '{"summary": "s"}', '{"score": 3}', '{"score": "high"}', '{"score": 1, "summary": 5}'):
         assert parse_verdict(bad) is None, bad
     assert [binary_score(v) for v in (0.49, 0.5, True, "1", None, -0.1)] == [0.0, 1.0, 1.0, 1.0, None, None]

@@ -15,7 +15,9 @@ WINDOW_KEYS = {"calls", "successes", "success_rate", "scored_calls", "avg_score"
 TOP_KEYS = {"tool_name", "total_calls", "history_size", "recent_window", "recent", "overall"}
 
 
-def call(i: int, *, success: bool = True, score: float | None = 1.0, time_cost: float = 1.0, tokens: int = 10):
+def call(
+    i: int, *, success: bool = True, score: float | None = 1.0, time_cost: float = 1.0, tokens: int = 10
+) -> ToolCallResult:
     return ToolCallResult(
         tool_name="t", input={"i": i}, output=f"out {i}", success=success, score=score, time_cost=time_cost,
         token_cost=tokens, call_hash=f"h{i}",

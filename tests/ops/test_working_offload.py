@@ -34,14 +34,14 @@ def call(call_id: str, name: str = "run") -> ToolCall:
 
 def conversation() -> list[Message]:
     return [
-        Message(role="system", content="be helpful"),
-        Message(role="user", content="Analyse the sales export"),
-        Message(role="assistant", content="", tool_calls=[call("call_a", "export")]),
-        Message(role="tool", content=BIG, tool_call_id="call_a"),
-        Message(role="assistant", content="", tool_calls=[call("call_b", "stats")]),
-        Message(role="tool", content="small result", tool_call_id="call_b"),
-        Message(role="assistant", content="The export has 500 rows."),
-        Message(role="user", content="Which region sold most?"),
+        Message(role=Role.SYSTEM, content="be helpful"),
+        Message(role=Role.USER, content="Analyse the sales export"),
+        Message(role=Role.ASSISTANT, content="", tool_calls=[call("call_a", "export")]),
+        Message(role=Role.TOOL, content=BIG, tool_call_id="call_a"),
+        Message(role=Role.ASSISTANT, content="", tool_calls=[call("call_b", "stats")]),
+        Message(role=Role.TOOL, content="small result", tool_call_id="call_b"),
+        Message(role=Role.ASSISTANT, content="The export has 500 rows."),
+        Message(role=Role.USER, content="Which region sold most?"),
     ]
 
 
@@ -71,7 +71,7 @@ def test_compaction_preview_and_budget() -> None:
 
 
 def test_recent_messages_are_never_compacted() -> None:
-    messages = [*conversation()[:3], Message(role="tool", content=BIG, tool_call_id="call_a")]
+    messages = [*conversation()[:3], Message(role=Role.TOOL, content=BIG, tool_call_id="call_a")]
     settings = CompactSettings(max_total_tokens=1, max_tool_message_tokens=1, keep_recent_count=1)
     assert not compact_messages(messages, settings, COUNTER).applied
     settings = CompactSettings(max_total_tokens=1, max_tool_message_tokens=1, keep_recent_count=0)
@@ -80,11 +80,11 @@ def test_recent_messages_are_never_compacted() -> None:
 
 def test_file_names_are_sanitised_and_never_clash() -> None:
     messages = [
-        Message(role="tool", content=BIG, tool_call_id="../../etc/cron.d/x"),
-        Message(role="tool", content=BIG + "other", tool_call_id="call/1"),
-        Message(role="tool", content=BIG + "third", tool_call_id="call_1"),
-        Message(role="tool", content=BIG, tool_call_id=""),
-        Message(role="user", content="recent"),
+        Message(role=Role.TOOL, content=BIG, tool_call_id="../../etc/cron.d/x"),
+        Message(role=Role.TOOL, content=BIG + "other", tool_call_id="call/1"),
+        Message(role=Role.TOOL, content=BIG + "third", tool_call_id="call_1"),
+        Message(role=Role.TOOL, content=BIG, tool_call_id=""),
+        Message(role=Role.USER, content="recent"),
     ]
     settings = CompactSettings(max_total_tokens=1, max_tool_message_tokens=1, keep_recent_count=1)
     result = compact_messages(messages, settings, COUNTER)

@@ -186,7 +186,7 @@ def test_task_kind_keeps_experiences(service: tuple[str, ReMeClient], fake_llm: 
             await agent(memory, "static_control")(Msg("user", "Book the cheapest flight to Oslo.", "user"))
             found = await memory.retrieve(Msg("user", "Book a cheap flight to Oslo", "user"))
             tool = await memory.record_to_memory("lesson", ["Compare at least three airlines before booking"])
-            assert "Recorded 1 item(s); 1 memory(ies) stored." in (tool.content[0].get("text") or "")
+            assert "Recorded 1 item(s); 1 memory(ies) stored." in str(tool.content[0].get("text") or "")
             return found
 
     found = _run(scenario())
@@ -204,12 +204,12 @@ def test_errors_raise_in_static_control_and_reach_the_model_as_tool_text(service
             with pytest.raises(InvalidRequestError, match="workspace"):
                 await memory.retrieve(Msg("user", "anything", "user"))
             tool = await memory.retrieve_from_memory(["anything"])
-            assert "Could not search the memory" in (tool.content[0].get("text") or "")
+            assert "Could not search the memory" in str(tool.content[0].get("text") or "")
         async with ReMeLongTermMemory("http://127.0.0.1:9", user_name="x") as down:
             down.client.retries, down.client.backoff = 1, 0.01
             with pytest.raises(ServiceConnectionError):
                 await down.record([Msg("x", "hello there", "user")])
             tool = await down.record_to_memory("t", ["a fact"])
-            assert "cannot reach the memory service" in (tool.content[0].get("text") or "")
+            assert "cannot reach the memory service" in str(tool.content[0].get("text") or "")
 
     _run(scenario())

@@ -89,7 +89,7 @@ async def test_each_change_is_one_line_with_its_ids_and_reads_leave_none(tmp_pat
 
 
 async def test_working_memory_writes_are_audited_with_relative_paths(tmp_path: Path) -> None:
-    messages = [{"role": "user", "content": "start"}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
     for i in range(6):
         call = {"id": f"c{i}", "function": {"name": "run", "arguments": "{}"}}
         messages += [

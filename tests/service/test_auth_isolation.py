@@ -126,16 +126,16 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
             for index in range(REQUESTS):
                 flow = flows[index % len(flows)] if index < 4 * len(flows) else rng.choice(flows)
                 workspace = rng.choice(WORKSPACES)
-                key = None if rng.random() < 0.05 else rng.choice(keys)
-                headers = {"Authorization": f"Bearer {key['key']}"} if key else {}
+                caller = None if rng.random() < 0.05 else rng.choice(keys)
+                headers = {"Authorization": f"Bearer {caller['key']}"} if caller else {}
                 body = body_for(flow, workspace, rng)
                 response = await client.post(f"/{flow}", json=body, headers=headers)
-                want = expected_status(key, flow, body)
+                want = expected_status(caller, flow, body)
                 got = response.status_code
                 if want == 200:  # allowed: it may still be a 4xx of its own (e.g. react without an LLM)
                     assert got not in (401, 403), (flow, body, response.text)
                 else:
-                    assert got == want, (flow, workspace, key and key["scope"], response.text)
+                    assert got == want, (flow, workspace, caller and caller["scope"], response.text)
                 statuses[got] += 1
                 if got != 401:
                     is_read = flow in READ_FLOWS or (flow == "vector_store" and body["action"] == "list")

@@ -52,7 +52,7 @@ def test_a_deleted_workspace_leaves_no_text_behind(serve: ServeFn, tmp_path: Pat
             post(client, "vector_store", headers, workspace_id="doomed", action="insert", memory_dicts=[memory])
         post(client, "vector_store", headers, workspace_id="kept", action="insert",
              memory_dicts=[{"when_to_use": "other", "content": "kept text"}])  # fmt: skip
-        messages = [{"role": "user", "content": f"remember {MARKER}"}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": f"remember {MARKER}"}]
         for i in range(4):
             call = {"id": f"c{i}", "function": {"name": "run", "arguments": "{}"}}
             messages += [

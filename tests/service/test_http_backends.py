@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from reme_service.stores.chroma_client import close_async_http_client
@@ -245,7 +246,9 @@ def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_serv
     async def make_foreign(name: str) -> None:
         client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
         collection = await client.get_or_create_collection(name, embedding_function=None)
-        await collection.add(ids=["old"], embeddings=[[0.5, 0.5, 0.5]], documents=["written elsewhere"])
+        await collection.add(
+            ids=["old"], embeddings=np.array([[0.5, 0.5, 0.5]], np.float32), documents=["written elsewhere"]
+        )
         await close_async_http_client(client)
 
     prefix = f"d{secrets.token_hex(4)}-"

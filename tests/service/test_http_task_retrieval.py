@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import REPO_ROOT, shared_file
@@ -24,7 +26,7 @@ MEMORIES = [
 ]
 
 
-def _insert(client, workspace: str = "ws", memories: list[dict] | None = None) -> list[str]:  # noqa: ANN001
+def _insert(client: httpx.Client, workspace: str = "ws", memories: list[dict[str, Any]] | None = None) -> list[str]:
     r = client.post(
         "/vector_store", json={"workspace_id": workspace, "action": "insert", "memory_dicts": memories or MEMORIES}
     )

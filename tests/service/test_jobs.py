@@ -28,8 +28,9 @@ TRAJECTORY = {
 }
 
 
-def summary(workspace: str = "ws", **extra: Any) -> dict[str, Any]:
-    return {"workspace_id": workspace, "trajectories": [TRAJECTORY], **extra}
+def summary(workspace: str = "ws", *, run_async: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"workspace_id": workspace, "trajectories": [TRAJECTORY]}
+    return (body | {"async": True}) if run_async else body
 
 
 def reply(when: str = "when booking a flight", memory: str = "compare fares first") -> str:
@@ -64,7 +65,7 @@ def listed(client: httpx.Client, workspace: str = "ws") -> list[dict[str, Any]]:
 def test_an_async_summary_is_acknowledged_then_done(serve: ServeFn, gated: tuple[FakeOpenAI, str, Gate]) -> None:
     _, url, gate = gated
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
-        r = client.post("/summary_task_memory_simple", json=summary(**{"async": True}))
+        r = client.post("/summary_task_memory_simple", json=summary(run_async=True))
         assert r.status_code == 202, r.text
         body = r.json()
         job_id = body["job_id"]
@@ -90,21 +91,17 @@ def test_the_same_idempotency_key_gives_the_same_job(serve: ServeFn, gated: tupl
     fake, url, gate = gated
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         headers = {"Idempotency-Key": "retry-me-1"}
-        first = client.post("/summary_task_memory_simple", json=summary(**{"async": True}), headers=headers)
-        again = client.post("/summary_task_memory_simple", json=summary(**{"async": True}), headers=headers)
+        first = client.post("/summary_task_memory_simple", json=summary(run_async=True), headers=headers)
+        again = client.post("/summary_task_memory_simple", json=summary(run_async=True), headers=headers)
         assert first.status_code == 202 and again.status_code == 200
         assert again.json()["job_id"] == first.json()["job_id"] and again.json()["metadata"]["idempotent_replay"]
-        other = client.post(
-            "/summary_task_memory_simple", json=summary("elsewhere", **{"async": True}), headers=headers
-        )
+        other = client.post("/summary_task_memory_simple", json=summary("elsewhere", run_async=True), headers=headers)
         assert other.status_code == 409 and other.json()["metadata"]["error"]["code"] == "conflict"
         gate.opened.set()
         client.get(f"/jobs/{first.json()['job_id']}", params={"wait": 30})
         assert len(listed(client)) == 1  # one job ran, one memory written
         assert len(fake.requests_to("chat")) == 1
-        bad = client.post(
-            "/summary_task_memory_simple", json=summary(**{"async": True}), headers={"Idempotency-Key": ""}
-        )
+        bad = client.post("/summary_task_memory_simple", json=summary(run_async=True), headers={"Idempotency-Key": ""})
         assert bad.status_code == 400
 
 
@@ -113,14 +110,14 @@ def test_job_errors(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
     fake.fail_next(10, status=500)
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         assert client.get("/jobs/job_nope").status_code == 404
-        job_id = client.post("/summary_task_memory_simple", json=summary(**{"async": True})).json()["job_id"]
+        job_id = client.post("/summary_task_memory_simple", json=summary(run_async=True)).json()["job_id"]
         failed = client.get(f"/jobs/{job_id}", params={"wait": 30}).json()
         assert failed["status"] == "failed" and failed["http_status"] == 502
         assert failed["result"]["success"] is False and failed["result"]["metadata"]["error"]["message"]
         assert client.get(f"/jobs/{job_id}", params={"wait": 61}).status_code == 422
         invalid = client.post("/summary_task_memory_simple", json={"async": True, "trajectories": "no"})
         assert invalid.status_code == 422  # checked before it is queued
-        bad_ws = client.post("/summary_task_memory_simple", json=summary("../x", **{"async": True}))
+        bad_ws = client.post("/summary_task_memory_simple", json=summary("../x", run_async=True))
         assert bad_ws.status_code == 400
         # a flow that is not a background flow ignores "async" (ReMe clients may send anything)
         r = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "q", "async": True})
@@ -139,17 +136,17 @@ def test_jobs_follow_the_keys(serve: ServeFn, tmp_path: Path, fake_llm: tuple[Fa
         def as_(key: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {key}"}
 
-        r = client.post("/summary_task_memory_simple", json=summary("alice", **{"async": True}), headers=as_(alice))
+        r = client.post("/summary_task_memory_simple", json=summary("alice", run_async=True), headers=as_(alice))
         assert r.status_code == 202
         job_id = r.json()["job_id"]
         assert client.get(f"/jobs/{job_id}", headers=as_(bob)).status_code == 404  # not bob's to see
         assert client.get(f"/jobs/{job_id}").status_code == 401
         done = client.get(f"/jobs/{job_id}", params={"wait": 30}, headers=as_(alice)).json()
         assert done["status"] == "done"
-        denied = client.post("/summary_task_memory_simple", json=summary("bob", **{"async": True}), headers=as_(alice))
+        denied = client.post("/summary_task_memory_simple", json=summary("bob", run_async=True), headers=as_(alice))
         assert denied.status_code == 403  # refused when submitted, not accepted and failed later
         read_only = client.post(
-            "/summary_task_memory_simple", json=summary("alice", **{"async": True}), headers=as_(reader)
+            "/summary_task_memory_simple", json=summary("alice", run_async=True), headers=as_(reader)
         )
         assert read_only.status_code == 403
 
@@ -157,10 +154,12 @@ def test_jobs_follow_the_keys(serve: ServeFn, tmp_path: Path, fake_llm: tuple[Fa
 def test_jobs_survive_a_kill(tmp_path: Path, gated: tuple[FakeOpenAI, str, Gate]) -> None:
     """kill -9 while a job runs and another waits: after a restart both finish, each written once."""
     _, url, gate = gated
-    args = (f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", f"llm.default.base_url={url}")
-    args += ("llm.default.backend=openai_compatible", "llm.default.api_key=k")
+    args = (
+        f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", f"llm.default.base_url={url}",
+        "llm.default.backend=openai_compatible", "llm.default.api_key=k",
+    )  # fmt: skip
     with service_process(tmp_path, *args) as service:
-        first = httpx.post(f"{service.base_url}/summary_task_memory_simple", json=summary(**{"async": True}))
+        first = httpx.post(f"{service.base_url}/summary_task_memory_simple", json=summary(run_async=True))
         second = httpx.post(
             f"{service.base_url}/summary_task_memory_simple",
             json={"workspace_id": "ws", "trajectories": [{**TRAJECTORY, "task_id": "t2"}], "async": True},

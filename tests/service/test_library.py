@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reme_service.client import ReMeClient
@@ -38,7 +39,7 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _client(http) -> ReMeClient:  # noqa: ANN001
+def _client(http: httpx.Client) -> ReMeClient:
     return ReMeClient(str(http.base_url).rstrip("/"))
 
 

@@ -24,6 +24,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
 
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
@@ -40,6 +41,13 @@ MEMORIES = [
 ]
 
 Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
+
+
+def _text(result: CallToolResult) -> str:
+    """The text of a tool result's one content block (the service answers with a single text block)."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 def _app_args(tmp_path: Path) -> list[str]:
@@ -161,7 +169,7 @@ async def test_call_returns_full_response_and_answer_text(connect: Connect) -> N
         assert [m["when_to_use"] for m in memories] == ["book a flight ticket"]
         assert len(result.content) == 1
         assert result.content[0].type == "text"
-        assert result.content[0].text == body["answer"]
+        assert _text(result) == body["answer"]
         assert "compare prices before booking" in body["answer"]
 
         # another workspace sees nothing: workspace_id is honoured, not silently dropped
@@ -174,18 +182,18 @@ async def test_wrong_argument_type_is_a_tool_error_naming_the_field(connect: Con
     async with connect() as session:
         result = await session.call_tool("retrieve_task_memory", {"query": "flights", "top_k": "many"})
         assert result.isError is True
-        text = result.content[0].text
+        text = _text(result)
         assert "top_k" in text and "integer" in text and "'retrieve_task_memory'" in text
         assert result.structuredContent is not None
         assert result.structuredContent["metadata"]["error"]["code"] == "validation_error"
 
         missing = await session.call_tool("retrieve_task_memory", {"workspace_id": "w"})
-        assert missing.isError is True and "query" in missing.content[0].text
+        assert missing.isError is True and "query" in _text(missing)
 
         nested = await session.call_tool(
             "vector_store", {"action": "insert", "memory_ids": "not-a-list", "memory_dicts": []}
         )
-        assert nested.isError is True and "memory_ids" in nested.content[0].text
+        assert nested.isError is True and "memory_ids" in _text(nested)
 
 
 @pytest.mark.anyio
@@ -195,14 +203,14 @@ async def test_flow_failure_is_a_tool_error_with_the_service_message(connect: Co
         assert bad_action.isError is True
         error = bad_action.structuredContent["metadata"]["error"]  # type: ignore[index]
         assert error["code"] == "invalid_request"
-        assert bad_action.content[0].text == error["message"]
+        assert _text(bad_action) == error["message"]
         assert "explode" in error["message"]
 
         bad_workspace = await session.call_tool("retrieve_task_memory", {"workspace_id": "../etc", "query": "x"})
-        assert bad_workspace.isError is True and "workspace" in bad_workspace.content[0].text
+        assert bad_workspace.isError is True and "workspace" in _text(bad_workspace)
 
         unknown = await session.call_tool("no_such_flow", {})
-        assert unknown.isError is True and "unknown tool 'no_such_flow'" in unknown.content[0].text
+        assert unknown.isError is True and "unknown tool 'no_such_flow'" in _text(unknown)
 
 
 def _free_port() -> int:

@@ -75,6 +75,6 @@ def test_error_names_the_column() -> None:
 
 def test_params_are_validated_and_frozen() -> None:
     op = RerankMemoryOp(top_k=7)
-    assert op.params.top_k == 7  # type: ignore[attr-defined]
+    assert op.params.top_k == 7
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
-        op.params.top_k = 3  # type: ignore[misc]
+        op.params.top_k = 3

@@ -14,7 +14,7 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient, _bucket
 
 pytestmark = pytest.mark.anyio
 
-WORDS = ("alpha", "beta", "gamma", "delta", "the", "a", "of", "to", "debugging", "postgres", "schema")
+WORDS: tuple[str, ...] = ("alpha", "beta", "gamma", "delta", "the", "a", "of", "to", "debugging", "postgres", "schema")
 WORDS += ("kubernetes", "Ünïcode", "wörds", "中文", "字", "42", "x_y")
 
 

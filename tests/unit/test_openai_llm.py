@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from reme_service.context_vars import current_op
 from reme_service.errors import LLMError, LLMReplyError
@@ -20,7 +21,13 @@ from tests.fakes.openai_server import DEFAULT_REPLY, FakeOpenAI, FakeReply
 
 pytestmark = pytest.mark.anyio
 
-FAST = {"backoff": 0.001, "timeout": 5.0}
+
+class Fast(TypedDict):
+    backoff: float
+    timeout: float
+
+
+FAST: Fast = {"backoff": 0.001, "timeout": 5.0}
 
 
 @pytest.fixture
@@ -145,8 +152,10 @@ async def test_fake_non_streaming_path_with_the_raw_client(fake: FakeOpenAI, bas
     assert choice.message.content == "plain JSON"
     assert (choice.message.model_extra or {})["reasoning_content"] == "why"
     assert choice.message.tool_calls is not None
-    assert choice.message.tool_calls[0].function.name == "f"
-    assert json.loads(choice.message.tool_calls[0].function.arguments) == {"a": 1}
+    call = choice.message.tool_calls[0]
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
+    assert call.function.name == "f"
+    assert json.loads(call.function.arguments) == {"a": 1}
     assert choice.finish_reason == "tool_calls"
     assert completion.usage is not None
 

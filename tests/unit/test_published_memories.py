@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
+from reme_service.flow.op import AnyOp
 from reme_service.ops.common.context import ServiceContext
 from reme_service.schema.memory import TaskMemory
 from reme_service.services import Services
@@ -33,7 +34,7 @@ def test_published_memories_are_their_dumps_and_each_is_dumped_once() -> None:
     listed: list[dict[str, Any]] = ctx.response.metadata["memory_list"]
     assert listed == [first.model_dump(mode="json"), second.model_dump(mode="json")]
     assert listed[0]["relevance"] == 0.5 and "relevance" not in listed[1]
-    view = ctx.bind(_Op())  # a later op's view shares what was dumped
+    view = ctx.bind(cast(AnyOp, _Op()))  # a later op's view shares what was dumped
     view.publish_memories([second])
     assert ctx.response.metadata["memory_list"] == [second.model_dump(mode="json")]
     assert ctx.response.metadata["memory_list"][0] is listed[1]  # reused, not dumped again

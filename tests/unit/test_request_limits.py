@@ -76,9 +76,9 @@ def test_a_lone_surrogate_is_refused_in_values_and_keys() -> None:
 
 
 def test_models_passed_by_python_callers_are_walked_too() -> None:
-    from reme_service.schema.messages import Message
+    from reme_service.schema.messages import Message, Role
 
-    message = Message(role="user", content=[{"type": "text", "n": 2**64}])
+    message = Message(role=Role.USER, content=[{"type": "text", "n": 2**64}])
     (error,) = errors_of({"messages": [message]})
     assert error["loc"] == ("messages", 0, "content", 0, "n")
 

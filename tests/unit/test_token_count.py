@@ -16,7 +16,7 @@ from reme_service.ops.working.token_count import (
     make_token_counter,
     minilm_tokenizer_file,
 )
-from reme_service.schema.messages import Message, ToolCall
+from reme_service.schema.messages import Message, Role, ToolCall
 
 PROSE = (
     "Hi, I am planning a trip to Lisbon next month with my partner. We would like a quiet hotel close to the "
@@ -46,18 +46,18 @@ CHINESE = "我下个月想和家人去杭州旅行，希望住在西湖附近安
 SAMPLES = {"prose": PROSE, "python": PYTHON, "json": JSON_OUTPUT, "log": SHELL_LOG, "chinese": CHINESE}
 
 CONVERSATION = [
-    Message(role="system", content="You are a travel assistant with a hotel search tool."),
-    Message(role="user", content=PROSE),
+    Message(role=Role.SYSTEM, content="You are a travel assistant with a hotel search tool."),
+    Message(role=Role.USER, content=PROSE),
     Message(
-        role="assistant",
+        role=Role.ASSISTANT,
         content="Let me search for hotels near the old town.",
         tool_calls=[ToolCall(id="call_1", name="search_hotels", arguments='{"city": "Lisbon", "area": "Alfama"}')],
     ),
-    Message(role="tool", content=JSON_OUTPUT, tool_call_id="call_1"),
-    Message(role="assistant", content="Casa do Castelo has the best rating; Hotel Alfama Patio is cheaper."),
-    Message(role="user", content="Our booking script fails, here is the log:\n" + SHELL_LOG),
-    Message(role="assistant", content="The payment client times out. Here is the loader it uses:\n" + PYTHON),
-    Message(role="user", content=CHINESE),
+    Message(role=Role.TOOL, content=JSON_OUTPUT, tool_call_id="call_1"),
+    Message(role=Role.ASSISTANT, content="Casa do Castelo has the best rating; Hotel Alfama Patio is cheaper."),
+    Message(role=Role.USER, content="Our booking script fails, here is the log:\n" + SHELL_LOG),
+    Message(role=Role.ASSISTANT, content="The payment client times out. Here is the loader it uses:\n" + PYTHON),
+    Message(role=Role.USER, content=CHINESE),
 ]
 
 
@@ -72,22 +72,22 @@ def test_heuristic_is_ceil_of_total_characters_over_four() -> None:
     assert counter.count_text("abcd") == 1
     assert counter.count_text("abcde") == 2
     # characters are summed over the messages first, then rounded up: 5 + 5 chars -> 3 tokens (not 2 + 2)
-    five = [Message(role="user", content="abcde"), Message(role="user", content="abcde")]
+    five = [Message(role=Role.USER, content="abcde"), Message(role=Role.USER, content="abcde")]
     assert counter.count_messages(five) == 3
 
 
 def test_heuristic_counts_reasoning_and_tool_calls() -> None:
     counter = HeuristicTokenCounter()
     call = ToolCall(id="call_x", name="grep", arguments='{"pattern": "error", "file_path": "a.txt"}')
-    message = Message(role="assistant", content="", reasoning_content="think", tool_calls=[call])
+    message = Message(role=Role.ASSISTANT, content="", reasoning_content="think", tool_calls=[call])
     chars = len("think") + len("grep") + len(call.arguments)
     assert counter.count_message(message) == math.ceil(chars / 4)
-    assert counter.count_message(Message(role="assistant", content="", tool_calls=[call])) > 0
+    assert counter.count_message(Message(role=Role.ASSISTANT, content="", tool_calls=[call])) > 0
 
 
 def test_content_blocks_are_counted_as_their_text() -> None:
     counter = HeuristicTokenCounter()
-    blocks = Message(role="user", content=[{"type": "text", "text": "abcdefgh"}, {"type": "image_url"}])
+    blocks = Message(role=Role.USER, content=[{"type": "text", "text": "abcdefgh"}, {"type": "image_url"}])
     assert counter.count_message(blocks) == 2
 
 
@@ -98,7 +98,7 @@ def test_minilm_is_found_offline_and_counts_wordpieces(minilm: TokenizerTokenCou
     # no truncation at the model's 128/512-token limit
     assert minilm.count_text("word " * 2000) == 2000
     call = ToolCall(id="c", name="search", arguments='{"q": "x"}')
-    message = Message(role="assistant", content="hello world", tool_calls=[call])
+    message = Message(role=Role.ASSISTANT, content="hello world", tool_calls=[call])
     assert minilm.count_message(message) == 2 + minilm.count_text("search") + minilm.count_text('{"q": "x"}')
 
 
