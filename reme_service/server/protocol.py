@@ -6,7 +6,8 @@ answer 503 to everyone. This subclass adds, per connection:
 
 - a **head timeout**: a request head (request line + headers) must be complete within `header_timeout` seconds of
   the connection opening, or of its first byte on a kept-alive connection; otherwise the connection is closed;
-- a **head size limit**: a head still incomplete after `max_header_bytes` bytes is answered 431 and closed;
+- a **head size limit**: a head longer than `max_header_bytes` bytes is answered 431 and closed, before the parser
+  sees it: whether it arrives in pieces (counted as they come) or whole in one read (measured to its blank line);
 - a **connection cap**: past `max_connections` open connections, a new one evicts the connection that has been
   waiting longest for a request head (idle keep-alive or half-sent head); when every connection is busy the new
   one gets 503 `overloaded` and is closed. Idle sockets therefore never starve clients that send requests.
@@ -56,6 +57,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        self._head_tail = b""  # the last bytes of the head read so far: a blank line split across reads is found
         self._head_pending = False
         self.waiting_since: float | None = None  # monotonic time since which no request head is in progress
 
@@ -76,14 +78,14 @@ class EdgeHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if not self._head_pending and self._between_requests():
             self._start_head()
-        if self._head_pending:
-            self._head_bytes += len(data)
+        if self._head_pending and self._head_too_large(data):
+            if not self.transport.is_closing():
+                self._cancel_head_timer()
+                message = f"request head larger than {self.max_header_bytes} bytes"
+                self.transport.write(raw_response(HeaderTooLargeError(message)))
+                self.transport.close()
+            return
         super().data_received(data)
-        if self._head_pending and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
-            self._cancel_head_timer()
-            message = f"request head larger than {self.max_header_bytes} bytes"
-            self.transport.write(raw_response(HeaderTooLargeError(message)))
-            self.transport.close()
 
     def on_headers_complete(self) -> None:
         self._head_pending = False
@@ -96,6 +98,20 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         if not self.pipeline and not self.transport.is_closing():
             self.waiting_since = time.monotonic()  # idle keep-alive: uvicorn's keep-alive timer closes it
 
+    def _head_too_large(self, data: bytes) -> bool:
+        """Count the head's bytes in `data` (up to the blank line that ends it, when `data` holds it) and say whether
+        the head is over the limit. Checked before the parser runs: a head that arrives whole in one read would
+        otherwise be complete, and the request under way, before its size was looked at."""
+        seen = self._head_tail + data
+        end = _head_end(seen)
+        if end is None:
+            self._head_bytes += len(data)
+            self._head_tail = seen[-3:]
+        else:
+            self._head_bytes += end - len(self._head_tail)
+            self._head_tail = b""
+        return self._head_bytes > self.max_header_bytes
+
     # -- head timeout --------------------------------------------------------------------------------------
 
     def _between_requests(self) -> bool:
@@ -104,6 +120,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
     def _start_head(self) -> None:
         self._head_pending = True
         self._head_bytes = 0
+        self._head_tail = b""
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
 
@@ -137,3 +154,9 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self.transport.write(raw_response(error, retry_after=self.retry_after))
         self.transport.close()
+
+
+def _head_end(data: bytes) -> int | None:
+    """Where the request head in `data` ends (just past its blank line, CRLF or bare LF), or None."""
+    ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (at := data.find(mark)) >= 0]
+    return min(ends) if ends else None

@@ -6,6 +6,7 @@ lets an in-flight write finish, flushes and exits 0."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import threading
@@ -165,6 +166,30 @@ def test_an_oversized_request_head_gets_431_in_the_envelope(tmp_path: Path) -> N
             status, headers, body = read_response(sock)
         assert status == 431 and headers["connection"] == "close"
         assert_envelope(body, "header_too_large")
+
+
+def test_a_whole_oversized_head_gets_431_and_one_within_the_limit_is_served(tmp_path: Path) -> None:
+    """A head over the limit sent complete, with its body, in one write (the parser would finish it in one step)
+    still gets 431; a head within the limit with a body that takes the request past it is served. (How the head is
+    counted when it arrives split across reads: tests/unit/test_head_limit.py.)"""
+    body = json.dumps({"workspace_id": "ws", "query": "settings " * 200}).encode()  # ~1.8 KB
+
+    def request(filler_lines: int) -> bytes:
+        filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"y" * 100) for i in range(filler_lines))
+        return HEAD.encode() + filler + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    oversized, within = request(60), request(34)  # ~6.5 KB and ~3.9 KB of head, against 4,096 bytes
+    assert len(within) - len(body) < 4096 < len(oversized) - len(body) and len(within) > 4096
+    with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
+        with connect(service.base_url) as sock:
+            sock.sendall(oversized)
+            status, headers, answer = read_response(sock)
+        assert status == 431 and headers["connection"] == "close"
+        assert_envelope(answer, "header_too_large")
+        with connect(service.base_url) as sock:
+            sock.sendall(within)
+            status, _, answer = read_response(sock)
+        assert status == 200 and json.loads(answer)["success"] is True
 
 
 def test_overload_answers_a_json_503_with_retry_after(serve: ServeFn, gated: tuple[GatedEmbeddings, list[str]]) -> None:
