@@ -48,8 +48,8 @@ class HttpConfig(_Strict):
         default=1,
         ge=1,
         le=64,
-        description="service processes sharing the port; more than 1 needs a shared store (pgvector, a Chroma or "
-        "Qdrant server, Elasticsearch)",
+        description="service processes sharing the port; more than 1 needs a shared store (pgvector, a Chroma "
+        "server, Elasticsearch)",
     )
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
     access_log: bool = False

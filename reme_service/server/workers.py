@@ -33,7 +33,10 @@ MAX_QUICK_DEATHS = 3  # ... this many times in a row stops the service (it canno
 
 
 def shared_store_problem(config: AppConfig) -> str | None:
-    """Why the configured stores cannot serve several processes, or None when they can."""
+    """Why the configured stores cannot serve several processes, or None when they can: the store must hold the
+    workspaces outside the process and lock a workspace across processes (`stores/shared_lock.py`, PostgreSQL's
+    advisory locks), or two processes' read-modify-write flows (counters, tool histories) lose each other's
+    changes."""
     for name, store in config.vector_store.items():
         backend = store.backend.strip().lower()
         params = store.params
@@ -42,7 +45,7 @@ def shared_store_problem(config: AppConfig) -> str | None:
         if backend == "chroma" and params.get("host"):
             continue
         if backend == "qdrant" and (params.get("url") or params.get("host")):
-            continue
+            return f"vector_store.{name} is 'qdrant', whose workspace locks hold within one process only"
         return f"vector_store.{name} is {backend!r}{' (embedded)' if backend in ('chroma', 'qdrant') else ''}"
     return None
 
@@ -53,7 +56,7 @@ def require_shared_stores(config: AppConfig) -> None:
     if problem is not None:
         raise ConfigError(
             f"http.workers={workers} needs a store several processes can share, and {problem}: use pgvector, a "
-            "Chroma or Qdrant server, or Elasticsearch (docs/scaling.md), or http.workers=1"
+            "Chroma server, or Elasticsearch (docs/scaling.md), or http.workers=1"
         )
 
 

@@ -50,7 +50,7 @@ def test_a_store_one_process_owns_is_refused_with_one_line(tmp_path: Path) -> No
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "reme: http.workers=2 needs a store several processes can share, and vector_store.default is 'local': use "
-        "pgvector, a Chroma or Qdrant server, or Elasticsearch (docs/scaling.md), or http.workers=1"
+        "pgvector, a Chroma server, or Elasticsearch (docs/scaling.md), or http.workers=1"
     ]
 
 
