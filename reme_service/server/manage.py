@@ -54,8 +54,10 @@ from reme_service.errors import (
 from reme_service.history.entry import HistoryEntry
 from reme_service.history.lookup import memory_history
 from reme_service.ops.vector_store.library_io import memory_line, parse_library_bytes
+from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
 from reme_service.schema.vector_node import VectorNode
+from reme_service.server.body import parse_json
 from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
 from reme_service.stores.base import VectorStore
@@ -446,12 +448,15 @@ async def _one(store: VectorStore, workspace_id: str, memory_id: str) -> VectorN
 
 
 def _patch_body(raw: bytes) -> dict[str, Any]:
-    try:
-        patch = orjson.loads(raw) if raw.strip() else None
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"malformed JSON body: {exc}") from None
+    """The fields a PATCH changes, read and limited as the flow endpoints read their bodies (`server/body.py`,
+    `schema/json_limits.py`): no value a memory could not be answered with again is written."""
+    patch = parse_json(raw) if raw.strip() else None
     if not isinstance(patch, dict) or not patch:
         raise InvalidRequestError("the body must be a JSON object of the fields to change")
+    try:
+        check_json_values(patch, "memory")
+    except ValidationError as exc:
+        raise InvalidRequestError(describe_validation_errors(exc, prefix="invalid memory: ", limit=1)) from None
     return patch
 
 

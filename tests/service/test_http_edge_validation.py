@@ -224,3 +224,36 @@ def test_openapi_shows_the_enforced_constraints(serve: ServeFn) -> None:
         path = constraints(components[model]["properties"][field])
         assert path["pattern"] == "^[^\\x00]*$" and path["maxLength"] == 1024, (model, field)
         assert "255 bytes" in path["description"]
+
+
+# ------------------------------------------------------------------------------------------ numbers JSON has not
+
+
+@pytest.mark.parametrize(
+    ("number", "reason"),
+    [
+        ("NaN", "NaN is not JSON"),
+        ("-Infinity", "-Infinity is not JSON"),
+        ("1e400", "too large for a double"),
+        ("1" + "0" * 5000, "cannot read"),
+    ],
+    ids=["nan", "infinity", "overflowing-exponent", "5001-digit-integer"],
+)
+def test_numbers_json_cannot_carry_are_400_and_nothing_is_stored(serve: ServeFn, number: str, reason: str) -> None:
+    """Python's parser reads NaN, Infinity and 1e400 (as float values that come back as null, a record no read of the
+    workspace could then validate) and fails on integers of over 4,300 digits with a bare ValueError (a 500)."""
+    record = (
+        '{"workspace_id": "nums", "tool_call_results": [{"tool_name": "search", "input": {"q": "x"}, '
+        f'"output": "ok", "success": true, "time_cost": {number}, "token_cost": 3}}]}}'
+    )
+    with serve() as client:
+        response = client.post("/add_tool_call_result", content=record, headers={"content-type": "application/json"})
+        assert response.status_code == 400, response.text[:300]
+        error = response.json()["metadata"]["error"]
+        assert error["code"] == "invalid_request" and reason in error["message"], error
+        listed = post_raw(client, "vector_store", {"workspace_id": "nums", "action": "list"})
+        assert listed.status_code == 200 and listed.json()["metadata"]["action_result"] == []
+        good = client.post("/add_tool_call_result", content=record.replace(number, "1.5"))
+        assert good.status_code == 200 and good.json()["success"] is True, good.text[:300]
+        strings = client.post("/retrieve_tool_memory", json={"workspace_id": "nums", "tool_names": "search"})
+        assert strings.status_code == 200 and strings.json()["success"] is True

@@ -161,6 +161,22 @@ def test_get_patch_delete_one_memory(serve: ServeFn) -> None:
         for body in ({"memory_id": "other"}, {"workspace_id": "beta"}, {"colour": "red"}, {"score": "high"}, [1]):
             response = client.patch("/workspaces/alpha/memories/m000", json=body)
             assert response.status_code == 400, (body, response.text)
+        # values no flow would take are refused here too, and the memory is left as it was
+        before = client.get("/workspaces/alpha/memories/m000").json()
+        deep: object = 1
+        for _ in range(70):
+            deep = [deep]
+        for raw in (
+            '{"metadata": {"n": 9223372036854775808}}',  # past signed 64 bits
+            '{"metadata": {"n": 18446744073709551616}}',  # past 64 bits (orjson read it as a float)
+            '{"metadata": {"n": NaN}}',
+            '{"metadata": {"n": 1e400}}',
+            json.dumps({"metadata": {"deep": deep}}),
+        ):
+            response = client.patch("/workspaces/alpha/memories/m000", content=raw)
+            assert response.status_code == 400, (raw[:60], response.text)
+            assert response.json()["metadata"]["error"]["code"] == "invalid_request"
+        assert client.get("/workspaces/alpha/memories/m000").json() == before
         assert client.patch("/workspaces/alpha/memories/m000", json={"memory_id": "m000"}).status_code == 200
         assert client.patch("/workspaces/alpha/memories/nope", json={"content": "x"}).status_code == 404
         assert client.get("/workspaces/alpha/memories/nope").status_code == 404
