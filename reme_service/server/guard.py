@@ -5,7 +5,8 @@
 - a body that stalls (no bytes for `body_timeout` seconds while the server waits for more) is answered 408;
 - at most `limit_concurrency` requests are processed at once: beyond that the answer is 503 `overloaded` with
   `Retry-After`. Only requests count, never idle connections; a request counts from the moment its body is
-  complete, so slow uploads cannot take the slots of requests that are ready.
+  complete, so slow uploads cannot take the slots of requests that are ready. Health probes and metric scrapes
+  (`GET` of `UNCOUNTED_PATHS`) neither count nor are refused: a full service is alive, and says so.
 
 Every answer is the failure envelope, with `connection: close` when the rest of the body is left unread. A request
 it lets through gets its body both replayed to `receive` and, whole, in `scope[BODY_KEY]`.
@@ -31,6 +32,7 @@ from reme_service.server.envelope import envelope_response, request_id_from
 logger = logging.getLogger("reme_service.http")
 
 BODY_KEY = "reme.body"  # the scope key of the request body the guard has read
+UNCOUNTED_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/metrics"})
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -61,7 +63,7 @@ class EdgeGuard:
         self.in_flight = 0
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["method"] == "GET" and scope["path"] in UNCOUNTED_PATHS):
             await self.app(scope, receive, send)
             return
         try:

@@ -205,6 +205,9 @@ def test_overload_answers_a_json_503_with_retry_after(serve: ServeFn, gated: tup
             assert busy.status_code == 503 and busy.headers["retry-after"] == "2"
             assert busy.headers["content-type"] == "application/json"
             assert_envelope(busy.json(), "overloaded")
+            # probes and scrapes are not requests of the service's work: answered while it is full
+            for probe in ("/health/live", "/health/ready", "/health", "/metrics"):
+                assert client.get(probe).status_code == 200, probe
         finally:
             fake.gate.set()
             writer.join(30)
