@@ -67,6 +67,12 @@ class ThreadLane:
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
+    async def call(self, inline: bool, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` right here when `inline` (work too small to pay for a thread hop), else `run`."""
+        if inline:
+            return fn(*args, **kwargs)
+        return await self.run(fn, *args, **kwargs)
+
     async def start(self) -> None:
         """Nothing to do: the threads start with the first call."""
 

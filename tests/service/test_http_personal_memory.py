@@ -64,6 +64,18 @@ def test_summary_then_time_aware_retrieval(serve: ServeFn) -> None:
         assert memory["metadata"]["source_metadata"] == {"dia_id": "D1:3"}
         assert body["metadata"]["time_extraction"]["label"] == "2023-05-01..2023-05-07"
 
+        # a long query (past INLINE_TIME_TEXT: its period is read in the regex lane) still names its period
+        long = _post(
+            client,
+            "retrieve_personal_memory",
+            query="What did Caroline do last week? " + "Tell me everything you remember about it. " * 100,
+            user_name="Caroline",
+            query_time="2023-05-12T09:00:00",
+            top_k=1,
+        )
+        assert long.status_code == 200
+        assert long.json()["metadata"]["time_extraction"]["label"] == "2023-05-01..2023-05-07"
+
         other = _post(client, "retrieve_personal_memory", query="support group", user_name="Melanie")
         assert other.json() == {
             "answer": "",

@@ -86,6 +86,25 @@ def test_an_empty_query_is_an_empty_success_with_a_warning(serve: ServeFn) -> No
         assert "query was empty" in body["metadata"]["warning"]
 
 
+def test_a_query_past_the_limit_is_searched_by_its_start_and_the_answer_says_so(serve: ServeFn) -> None:
+    """Every step after the query costs time per character (BM25, time rules, embedding), so a query is cut to
+    MAX_QUERY_CHARS (ops/common/query_limit.py); its start still finds what it asks for."""
+    from reme_service.ops.common.query_limit import MAX_QUERY_CHARS
+
+    start = "how do I update my profile settings? "
+    with serve() as client:
+        _insert(client)
+        for flow in ("retrieve_task_memory", "retrieve_personal_memory"):
+            exact = client.post(f"/{flow}", json={"workspace_id": "ws", "query": start.ljust(MAX_QUERY_CHARS, "z")})
+            assert exact.status_code == 200 and "warning" not in exact.json()["metadata"], flow
+            long = client.post(f"/{flow}", json={"workspace_id": "ws", "query": start + "z" * 3_000_000})
+            body = long.json()
+            assert long.status_code == 200 and body["success"] is True, flow
+            assert f"only its first {MAX_QUERY_CHARS} were searched" in body["metadata"]["warning"], flow
+        found = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": start + "z" * 3_000_000})
+        assert found.json()["metadata"]["memory_list"][0]["when_to_use"] == "update the user profile settings"
+
+
 def test_top_k_out_of_range_is_422(serve: ServeFn) -> None:
     with serve() as client:
         assert client.post("/retrieve_task_memory", json={"query": "x", "top_k": 0}).status_code == 422

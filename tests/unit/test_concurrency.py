@@ -89,3 +89,18 @@ def test_cancelling_the_caller_cancels_every_coroutine() -> None:
         assert meter.cancelled == 3 and meter.running == 0 and meter.started == 3
 
     asyncio.run(scenario())
+
+
+@pytest.mark.anyio
+async def test_a_lane_call_runs_inline_or_in_the_lane_as_asked() -> None:
+    import threading
+
+    from reme_service.concurrency import ThreadLane
+
+    lane = ThreadLane("reme-test-lane", 1)
+    try:
+        here = await lane.call(True, lambda: threading.current_thread().name)
+        there = await lane.call(False, lambda: threading.current_thread().name)
+        assert here == threading.current_thread().name and there.startswith("reme-test-lane")
+    finally:
+        await lane.close()

@@ -189,3 +189,15 @@ def test_spans_overlap_half_open() -> None:
 def test_format_moment_in_both_languages() -> None:
     assert format_moment(MONDAY) == "Monday, May 8, 2023, 13:56"
     assert format_moment(MONDAY, "zh") == "2023年5月8日 星期一 13:56"
+
+
+def test_the_rules_read_at_most_max_time_text_characters() -> None:
+    """A long text costs the rules at most MAX_TIME_TEXT characters (~2 µs each): a period named past them is not
+    read, one inside them is."""
+    from reme_service.ops.personal.time_expressions import MAX_TIME_TEXT
+
+    filler = "x " * (MAX_TIME_TEXT // 2)  # exactly MAX_TIME_TEXT characters without a time word
+    inside = filler[: MAX_TIME_TEXT - 20] + " yesterday " + filler
+    past = filler + " yesterday " + filler
+    assert [s.text for s in find_time_spans(inside, MONDAY)] == ["yesterday"] and has_time_word(inside)
+    assert find_time_spans(past, MONDAY) == [] and not has_time_word(past)

@@ -16,6 +16,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields as common_fields, keys as common_keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.query_limit import limited_query
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.timed_messages import PersonalMessage, personal_items
 from reme_service.ops.personal.timespan import TIME_FORMAT
@@ -42,7 +43,7 @@ class SetQueryOp(ServiceOp[SetQueryParams]):
         last = next((m for m in reversed(messages) if m.role == Role.USER and m.text.strip()), None)
         if not query and last is not None:
             query = last.text.strip()
-        ctx[common_keys.QUERY] = query
+        ctx[common_keys.QUERY] = query = limited_query(ctx, query)
         if not query:  # as ReMe 0.2: an empty answer, not an error; the warning says why
             ctx.response.answer = ""
             ctx.response.metadata.update(memory_list=[], warning=EMPTY_QUERY_WARNING)

@@ -3,6 +3,10 @@
 `find_time_spans("I went to a support group yesterday", datetime(2023, 5, 8, 13, 56))` gives one span,
 2023-05-07, with the text "yesterday". English and Chinese rules both run on every text (a message may mix
 them). When expressions overlap, the one starting first wins, then the longest ("8 May 2023" over "8 May").
+
+The rules cost ~2 µs a character, so they read at most the first `MAX_TIME_TEXT` characters of a text (a 9 MB query
+held the event loop for 17 s), and the query ops run them in the service's regex lane, off the event loop, for a
+text longer than `INLINE_TIME_TEXT` (`ThreadLane.call`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from datetime import datetime
 from reme_service.ops.personal import time_expr_en, time_expr_zh
 from reme_service.ops.personal.time_rules import Reference, find_spans
 from reme_service.ops.personal.timespan import TimeSpan
+
+MAX_TIME_TEXT = 20_000  # characters of a text the rules read (~40 ms at most): periods are named near the start
+INLINE_TIME_TEXT = 2_000  # a longer query is read off the event loop (`ThreadLane.call`)
 
 _TIME_WORD_TEXT = """
     year years yr yrs month months week weeks wk day days hour hours hr hrs minute minutes seconds today tonight
@@ -79,6 +86,7 @@ def find_time_spans(text: str, moment: datetime, *, future: bool | None = None) 
     detection of whether the text speaks of the future (bare weekdays and months then point forwards)."""
     if not text:
         return []
+    text = text[:MAX_TIME_TEXT]
     ref = Reference(moment, speaks_of_future(text) if future is None else future)
     found = find_spans(text, time_expr_en.RULES, ref) + find_spans(text, time_expr_zh.RULES, ref)
     found.sort(key=lambda item: (item[0], item[0] - item[1]))
@@ -95,6 +103,7 @@ def has_time_word(text: str) -> bool:
     """Whether the text mentions time at all (a wider net than `find_time_spans`, which must resolve it)."""
     # ASCII text is lowered whole, then split (twice as fast as lowering each token; the retrieval rescoring
     # asks this of every candidate); other text keeps the exact letter runs
+    text = text[:MAX_TIME_TEXT]
     tokens = _LOWER_TOKEN_RE.findall(text.lower()) if text.isascii() else [t.lower() for t in _TOKEN_RE.findall(text)]
     if not _TIME_WORDS_EN.isdisjoint(tokens):
         return True

@@ -6,6 +6,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.query_limit import limited_query
 from reme_service.ops.task.transcript import recent_lines, render_transcript
 from reme_service.schema.messages import Message, Role
 
@@ -37,7 +38,7 @@ class BuildQueryOp(ServiceOp[BuildQueryParams]):
                 if params.enable_llm_build:
                     ctx.without_llm(self.name)
                 query = "Recent messages:\n" + recent_lines(messages)
-        ctx[keys.QUERY] = query
+        ctx[keys.QUERY] = query = limited_query(ctx, query)
         if not query:  # as ReMe 0.2: an empty answer, not an error; the warning says why
             ctx.response.answer = ""
             ctx.response.metadata.update(memory_list=[], warning=EMPTY_QUERY_WARNING)
