@@ -22,6 +22,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
+CLIENT_GONE = 499  # the status logged and counted for a request its client abandoned (nginx's convention)
+
 logger = logging.getLogger("reme_service.access")
 
 
@@ -55,11 +57,19 @@ class RequestObserver:
         info = RequestInfo(request_id)
         token = current_request.set(info)
         status = 500  # what the client sees when the app fails before answering (the server sends a 500)
+        answered = gone = False
         started = time.perf_counter()
 
+        async def observed_receive() -> Message:
+            nonlocal gone
+            message = await receive()
+            gone = gone or message["type"] == "http.disconnect"
+            return message
+
         async def observed_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
+                answered = True
                 status = int(message["status"])
                 headers = list(message.get("headers", ()))
                 if not any(name.lower() == b"x-request-id" for name, _ in headers):  # every answer names its id
@@ -67,7 +77,9 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, observed_send)
+            await self.app(scope, observed_receive, observed_send)
+            if gone and not answered:
+                status = CLIENT_GONE  # it left before its request was read whole: nothing failed here
         finally:
             current_request.reset(token)
             seconds = time.perf_counter() - started

@@ -8,6 +8,13 @@ answer 503 to everyone. This subclass adds, per connection:
   the connection opening, or of its first byte on a kept-alive connection; otherwise the connection is closed;
 - a **head size limit**: a head longer than `max_header_bytes` bytes is answered 431 and closed, before the parser
   sees it: whether it arrives in pieces (counted as they come) or whole in one read (measured to its blank line);
+  a pipelined head (one sent while an earlier request on the connection is under way) is measured when complete
+  and counted while it comes, and a request's head, chunk-size lines and trailers together may take
+  `max_header_bytes` plus `CHUNK_FRAMING` bytes a chunk, so no part of a request but its body grows without bound;
+- **refusals after the answers owed**: a malformed request (the parser's error) is answered 400 in the JSON
+  envelope, not uvicorn's plain text; a refusal (400 or 431) on a connection with requests still under way is
+  written, and the connection closed, only after their answers, so a request that ran is never left unanswered;
+  meanwhile nothing more is read from the connection;
 - a **connection cap**: past `max_connections` open connections, a new one evicts the connection that has been
   waiting longest for a request head (idle keep-alive or half-sent head); when every connection is busy the new
   one gets 503 `overloaded` and is closed. Idle sockets therefore never starve clients that send requests.
@@ -24,10 +31,17 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from reme_service.errors import HeaderTooLargeError, OverloadedError
+from reme_service.errors import HeaderTooLargeError, InvalidRequestError, OverloadedError, ReMeError
 from reme_service.server.envelope import raw_response
 
 logger = logging.getLogger("reme_service.http")
+
+
+CHUNK_FRAMING = 32  # bytes of a chunk-size line and its CRLFs that are not counted against the head limit
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop the parser; uvicorn then calls `send_400_response`."""
 
 
 class EdgeHttpProtocol(HttpToolsProtocol):
@@ -60,6 +74,14 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._head_tail = b""  # the last bytes of the head read so far: a blank line split across reads is found
         self._head_pending = False
         self.waiting_since: float | None = None  # monotonic time since which no request head is in progress
+        self._answers_owed = 0  # requests whose head is complete and whose response is not
+        self._refusal: bytes | None = None  # the answer to write, then close, once no answer is owed
+        self._refusing: ReMeError | None = None  # why a callback stopped the parser
+        self._message_open = False  # between a request's first byte and the end of its body
+        self._overhead = 0  # bytes of the open request that are not body: head, chunk-size lines, trailers
+        self._chunks = 0  # chunks of the open request
+        self._trailer_bytes = 0  # trailer lines of the open request, as the parser passed them on
+        self._read_body = 0  # body bytes the parser passed on from the current read
 
     # -- connection lifecycle ----------------------------------------------------------------------------
 
@@ -76,27 +98,94 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None or self.transport.is_closing():
+            return  # refused: nothing more is read from this client
         if not self._head_pending and self._between_requests():
             self._start_head()
         if self._head_pending and self._head_too_large(data):
-            if not self.transport.is_closing():
-                self._cancel_head_timer()
-                message = f"request head larger than {self.max_header_bytes} bytes"
-                self.transport.write(raw_response(HeaderTooLargeError(message)))
-                self.transport.close()
+            self._refuse(self._head_error())
             return
+        self._read_body = 0
         super().data_received(data)
+        if self._message_open and not self.transport.is_closing():
+            self._overhead += len(data) - self._read_body
+            if self._overhead > self.max_header_bytes + CHUNK_FRAMING * self._chunks:
+                message = f"request head and trailers larger than {self.max_header_bytes} bytes"
+                self._refuse(HeaderTooLargeError(message), now=not self._head_pending)
+
+    def send_400_response(self, msg: str) -> None:
+        """The parser failed (or a callback stopped it): answer in the envelope, after the answers owed."""
+        error = self._refusing or InvalidRequestError(f"malformed HTTP request ({msg.rstrip('.').lower()})")
+        # a request whose head was complete is under way and will never get the rest of its body: refuse it now
+        self._refuse(error, now=self._message_open and not self._head_pending)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._message_open = True
+        self._overhead = self._chunks = self._trailer_bytes = 0
+        if not self._head_pending:  # a pipelined request: its head is timed and counted from here
+            self._start_head()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._head_pending:  # after the head: a trailer (counted here too, as a request read whole in one
+            self._trailer_bytes += len(name) + len(value) + 4  # read is complete before `data_received` counts)
+            if self._trailer_bytes > self.max_header_bytes:
+                self._refusing = HeaderTooLargeError(f"request trailers larger than {self.max_header_bytes} bytes")
+                raise _Refused(self._refusing.message)
+        super().on_header(name, value)
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+
+    def on_body(self, body: bytes) -> None:
+        self._read_body += len(body)
+        super().on_body(body)
 
     def on_headers_complete(self) -> None:
+        # what the callbacks passed on of the head (never more than its bytes): a pipelined head that arrived whole
+        # after another request in one read was not measured before the parser ran
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers) + 16
+        if size > self.max_header_bytes:
+            self._refusing = self._head_error()
+            raise _Refused(self._refusing.message)  # no request is started for it
         self._head_pending = False
         self.waiting_since = None
         self._cancel_head_timer()
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before:
+            self._answers_owed += 1
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._message_open = False
+        self._overhead = self._chunks = 0
 
     def on_response_complete(self) -> None:
+        self._answers_owed = max(self._answers_owed - 1, 0)
         super().on_response_complete()
-        if not self.pipeline and not self.transport.is_closing():
+        if self._refusal is not None and self._answers_owed == 0 and not self.transport.is_closing():
+            self.transport.write(self._refusal)
+            self.transport.close()
+        elif not self.pipeline and not self.transport.is_closing():
             self.waiting_since = time.monotonic()  # idle keep-alive: uvicorn's keep-alive timer closes it
+
+    def _head_error(self) -> HeaderTooLargeError:
+        return HeaderTooLargeError(f"request head larger than {self.max_header_bytes} bytes")
+
+    def _refuse(self, error: ReMeError, *, now: bool = False) -> None:
+        """Answer `error` and close: at once when no answer is owed on this connection (or `now`: the refused request
+        is itself under way and cannot finish), else after the last owed one (`on_response_complete`)."""
+        self._cancel_head_timer()
+        if self._refusal is not None or self.transport.is_closing():
+            return
+        response = raw_response(error)
+        if now or self._answers_owed == 0:
+            self.transport.write(response)
+            self.transport.close()
+            return
+        self._refusal = response
+        self.flow.pause_reading()
 
     def _head_too_large(self, data: bytes) -> bool:
         """Count the head's bytes in `data` (up to the blank line that ends it, when `data` holds it) and say whether

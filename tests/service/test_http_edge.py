@@ -7,6 +7,7 @@ lets an in-flight write finish, flushes and exits 0."""
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import threading
@@ -190,6 +191,99 @@ def test_a_whole_oversized_head_gets_431_and_one_within_the_limit_is_served(tmp_
             sock.sendall(within)
             status, _, answer = read_response(sock)
         assert status == 200 and json.loads(answer)["success"] is True
+
+
+def read_until_closed(sock: socket.socket) -> list[tuple[int, bytes]]:
+    """Every response the server writes before it closes the connection: (status, body), in order."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    responses = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+        responses.append((int(lines[0].split()[1]), rest[:length]))
+        data = rest[length:]
+    return responses
+
+
+def test_a_malformed_request_is_400_in_the_envelope_after_the_answers_owed(tmp_path: Path) -> None:
+    """The parser's 400 is the JSON envelope; sent after a request it follows in the same write, it comes after
+    that request's answer, which is not lost (the request ran: its memory is stored)."""
+    insert = json.dumps(insert_body("m-before-garbage")).encode()
+    request = b"POST /vector_store HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(insert), insert)
+    with service_process(tmp_path, "embedding_model.default.backend=hash") as service:
+        with connect(service.base_url) as sock:
+            sock.sendall(b"GARBAGE\r\n\r\n")
+            ((status, body),) = read_until_closed(sock)
+        assert (
+            status == 400
+            and "malformed HTTP request" in assert_envelope(body, "invalid_request")["metadata"]["error"]["message"]
+        )
+        with connect(service.base_url) as sock:
+            sock.sendall(request + b"GARBAGE\r\n\r\n")
+            (first, answered), (second, refused) = read_until_closed(sock)
+        assert first == 200 and json.loads(answered)["success"] is True
+        assert second == 400 and assert_envelope(refused, "invalid_request")
+
+
+def test_pipelined_heads_and_trailers_are_held_to_the_head_limit(tmp_path: Path) -> None:
+    """A pipelined head over the limit, complete in the same write as the request before it, gets 431 after that
+    request's answer; trailers past the limit get 431; small chunks and small trailers are served."""
+    big = b"X-Big: " + b"y" * 6000 + b"\r\n"
+    health = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+    query = json.dumps({"workspace_id": "ws", "query": "profile"}).encode()
+    chunked = b"POST /retrieve_task_memory HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"%x\r\n%s\r\n" % (1, query[i : i + 1]) for i in range(len(query)))  # a byte a chunk
+    with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
+        with connect(service.base_url) as sock:
+            sock.sendall(health + b"\r\n" + health + big + b"\r\n")
+            (first, _), (second, refused) = read_until_closed(sock)
+        assert first == 200 and second == 431 and assert_envelope(refused, "header_too_large")
+        with connect(service.base_url) as sock:
+            sock.sendall(chunked + chunks + b"0\r\n" + b"X-Trailer: t\r\n" * 3 + b"\r\n")
+            status, _, body = read_response(sock)
+        assert status == 200 and json.loads(body)["success"] is True
+        with connect(service.base_url) as sock:
+            sock.sendall(chunked + b"%x\r\n%s\r\n0\r\n" % (len(query), query) + big + b"\r\n")
+            status, headers, body = read_response(sock)
+        assert status == 431 and headers["connection"] == "close" and assert_envelope(body, "header_too_large")
+        with connect(service.base_url) as sock:  # one trailer line that never ends, read by read
+            sock.sendall(chunked + b"%x\r\n%s\r\n0\r\nX-Endless: " % (len(query), query))
+            try:
+                for _ in range(4096):  # 256 MB at most
+                    sock.sendall(b"a" * 65536)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server closed the connection after its answer
+            status, headers, body = read_response(sock)
+        assert status == 431 and headers["connection"] == "close" and assert_envelope(body, "header_too_large")
+        assert httpx.get(f"{service.base_url}/health", timeout=5).status_code == 200
+
+
+def test_a_head_sent_behind_an_open_event_stream_is_not_read_without_bound(tmp_path: Path) -> None:
+    """Behind a request under way (an event stream never ends), a second head that never ends stops being read
+    once over the limit: the client's writes back up instead of the server's memory growing."""
+    with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
+        with connect(service.base_url) as sock:
+            sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200"), head[:100]
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ")
+            sock.setblocking(False)
+            piece, sent, limit = b"a" * 65536, 0, 256 * 1024 * 1024
+            while sent < limit:
+                try:
+                    sent += sock.send(piece)
+                except BlockingIOError:
+                    _, writable, _ = select.select([], [sock], [], 3)
+                    if not writable:
+                        break  # nothing was read for 3 s: the server stopped reading this connection
+            assert sent < limit, f"the server read {sent} bytes of one request head"
+            assert not closed_by_server(sock), "the stream under way was cut: its refusal should wait for it"
+        assert httpx.get(f"{service.base_url}/health", timeout=5).status_code == 200
 
 
 def test_overload_answers_a_json_503_with_retry_after(serve: ServeFn, gated: tuple[GatedEmbeddings, list[str]]) -> None:

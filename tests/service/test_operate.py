@@ -227,3 +227,22 @@ def test_a_container_configured_by_environment_alone(tmp_path: Path) -> None:
         proc.terminate()
         _, stderr = proc.communicate(timeout=30)
     assert f"data in {tmp_path / 'state'}" in stderr
+
+
+def test_a_client_that_leaves_mid_body_is_counted_as_499_not_a_server_error(tmp_path: Path) -> None:
+    """Nothing failed on the server when a client hangs up before its body is sent: the request is logged and
+    counted with nginx's 499, never as a 500."""
+    import socket
+    from urllib.parse import urlsplit
+
+    with service_process(tmp_path, "embedding_model.default.backend=hash") as service:
+        url = urlsplit(service.base_url)
+        with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=10) as sock:
+            sock.sendall(b"POST /retrieve_task_memory HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"q")
+
+        def counted() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+            return samples(httpx.get(f"{service.base_url}/metrics", timeout=5).text)
+
+        requests = "reme_http_requests_total"
+        until_sync(lambda: value(counted(), requests, route="other", method="POST", status="499") == 1)
+        assert value(counted(), requests, route="other", method="POST", status="500") == 0  # (never routed)
