@@ -233,6 +233,9 @@ class EventsConfig(_Strict):
     timeout: float = Field(default=10.0, gt=0, description="seconds one delivery attempt may take")
     queue_size: int = Field(default=10_000, ge=1, description="deliveries waiting per webhook; past it, dropped")
     subscriber_queue: int = Field(default=1_000, ge=1, description="events a slow /events reader may fall behind")
+    max_streams: int = Field(
+        default=100, ge=1, description="open GET /events streams at most; one more is a 503 (they take no request slot)"
+    )
 
 
 class AppConfig(_Strict):

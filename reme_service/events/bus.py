@@ -53,6 +53,11 @@ class EventBus:
     def active(self) -> bool:
         return self.config.enabled
 
+    @property
+    def streams(self) -> int:
+        """Subscriptions open now (each a `GET /events` stream)."""
+        return len(self._subscriptions)
+
     def start(self) -> None:
         for hook in self.webhooks:
             hook.start()

@@ -4,6 +4,10 @@ The stream opens with a `retry:` line once the subscription is in place (a clien
 nothing after it), then one `id:` / `event:` / `data:` block per event; a comment line every
 `HEARTBEAT_SECONDS` keeps proxies from closing an idle stream; `event: lagged` says how many events a reader too
 slow to keep up lost. A key sees the events of the workspaces it covers; `workspace` outside them is a 403.
+
+A stream lasts as long as its reader, so streams do not count against `http.limit_concurrency` (they would take
+the slots of the requests that do work): they have their own cap, `events.max_streams`, past which a new one is a
+503 `overloaded` (checked before subscribing; streams opening at the same moment may pass it together).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from fastapi.responses import StreamingResponse
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import TRUSTED
 from reme_service.context_vars import current_caller
-from reme_service.errors import ForbiddenError, NotFoundError
+from reme_service.errors import ForbiddenError, NotFoundError, OverloadedError
 from reme_service.events.event import Event
 from reme_service.stores.workspace_ids import validate_workspace_id
 
@@ -37,6 +41,10 @@ def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
     ) -> StreamingResponse:
         if not app.events.active:
             raise NotFoundError("change events are off (events.enabled: false)")
+        if app.events.streams >= app.config.events.max_streams:
+            raise OverloadedError(
+                f"{app.config.events.max_streams} event streams are open (events.max_streams); retry shortly"
+            )
         caller = current_caller.get() or TRUSTED
         accept: Callable[[Event], bool]
         if workspace is not None:

@@ -6,7 +6,8 @@
 - at most `limit_concurrency` requests are processed at once: beyond that the answer is 503 `overloaded` with
   `Retry-After`. Only requests count, never idle connections; a request counts from the moment its body is
   complete, so slow uploads cannot take the slots of requests that are ready. Health probes and metric scrapes
-  (`GET` of `UNCOUNTED_PATHS`) neither count nor are refused: a full service is alive, and says so.
+  (`GET` of `UNCOUNTED_PATHS`) neither count nor are refused: a full service is alive, and says so. Nor do event
+  streams, which last as long as their readers and have their own cap (`events.max_streams`).
 
 Every answer is the failure envelope, with `connection: close` when the rest of the body is left unread. A request
 it lets through gets its body both replayed to `receive` and, whole, in `scope[BODY_KEY]`.
@@ -32,7 +33,7 @@ from reme_service.server.envelope import envelope_response, request_id_from
 logger = logging.getLogger("reme_service.http")
 
 BODY_KEY = "reme.body"  # the scope key of the request body the guard has read
-UNCOUNTED_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/metrics"})
+UNCOUNTED_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/metrics", "/events"})
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

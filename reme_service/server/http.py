@@ -28,7 +28,7 @@ from starlette.types import Scope
 from reme_service import __version__
 from reme_service.app import ReMeApp
 from reme_service.context_vars import current_request
-from reme_service.errors import ReMeError
+from reme_service.errors import OverloadedError, ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 from reme_service.server.auth_gate import AuthGate
@@ -209,9 +209,11 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
 
     install_error_handlers(api, app.flows)
 
+    retry_after = {"retry-after": str(app.config.http.retry_after)}
+
     @api.exception_handler(ReMeError)
     async def remex_handler(request: Request, exc: ReMeError) -> Response:
-        return error_response(exc, request)
+        return error_response(exc, request, retry_after if isinstance(exc, OverloadedError) else None)
 
     @api.exception_handler(Exception)
     async def unexpected_handler(request: Request, exc: Exception) -> Response:

@@ -160,3 +160,22 @@ def test_a_dead_webhook_is_logged_as_failed_and_the_service_goes_on(serve: Serve
     log = deliveries(tmp_path)
     assert all("ConnectError" in d["error"] for d in log)
     assert sum(d["outcome"] == "retrying" for d in log) == 10  # 3 tries each
+
+
+def test_streams_have_their_own_cap_and_take_no_request_slot(serve: ServeFn) -> None:
+    """An open stream lasts as long as its reader: it must not hold one of `http.limit_concurrency`'s slots (one
+    stream would stop every flow here), and `events.max_streams` bounds how many are open."""
+    with (
+        serve("http.limit_concurrency=1", "events.max_streams=2", "http.retry_after=3") as client,
+        open_stream(client) as first,
+        open_stream(client, workspace="ws") as second,
+    ):
+        readers = [Stream(first.iter_lines()), Stream(second.iter_lines())]  # both subscribed (kept: a dropped
+        assert len(readers) == 2  # line iterator closes its stream)
+        with httpx.Client(base_url=str(client.base_url), timeout=30) as other:
+            third = other.get("/events", timeout=10)
+            assert third.status_code == 503 and third.headers["retry-after"] == "3"
+            assert third.json()["metadata"]["error"]["code"] == "overloaded"
+            assert "events.max_streams" in third.json()["metadata"]["error"]["message"]
+            done = other.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
+            assert done.status_code == 200 and done.json()["success"] is True
