@@ -111,13 +111,12 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             self._overhead += len(data) - self._read_body
             if self._overhead > self.max_header_bytes + CHUNK_FRAMING * self._chunks:
                 message = f"request head and trailers larger than {self.max_header_bytes} bytes"
-                self._refuse(HeaderTooLargeError(message), now=not self._head_pending)
+                self._refuse(HeaderTooLargeError(message), now=self._under_way())
 
     def send_400_response(self, msg: str) -> None:
         """The parser failed (or a callback stopped it): answer in the envelope, after the answers owed."""
         error = self._refusing or InvalidRequestError(f"malformed HTTP request ({msg.rstrip('.').lower()})")
-        # a request whose head was complete is under way and will never get the rest of its body: refuse it now
-        self._refuse(error, now=self._message_open and not self._head_pending)
+        self._refuse(error, now=self._under_way())
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -158,8 +157,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._message_open = False
-        self._overhead = self._chunks = 0
+        self._message_open = False  # (its counts are reset when the next request begins)
 
     def on_response_complete(self) -> None:
         self._answers_owed = max(self._answers_owed - 1, 0)
@@ -169,6 +167,11 @@ class EdgeHttpProtocol(HttpToolsProtocol):
             self.transport.close()
         elif not self.pipeline and not self.transport.is_closing():
             self.waiting_since = time.monotonic()  # idle keep-alive: uvicorn's keep-alive timer closes it
+
+    def _under_way(self) -> bool:
+        """Whether the open request's head is complete: it runs, and a refusal of it cannot wait for its answer,
+        which needs the rest of its body."""
+        return self._message_open and not self._head_pending
 
     def _head_error(self) -> HeaderTooLargeError:
         return HeaderTooLargeError(f"request head larger than {self.max_header_bytes} bytes")

@@ -18,7 +18,7 @@ from reme_service.ops.personal.line_format import parse_time
 from reme_service.ops.personal.memories import language
 from reme_service.ops.personal.observation_base import resolve_time
 from reme_service.ops.personal.op import PersonalOp
-from reme_service.ops.personal.time_expressions import INLINE_TIME_TEXT, find_time_spans, has_time_word
+from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word, off_loop_for
 from reme_service.ops.personal.timespan import TimeSpan, format_moment
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.messages import Message, Role
@@ -36,8 +36,7 @@ class ExtractTimeOp(PersonalOp[ExtractTimeParams]):
 
     async def run(self, ctx: ServiceContext) -> None:
         query, moment = ctx[common_keys.QUERY], ctx[keys.QUERY_TIME]
-        inline = len(query) <= INLINE_TIME_TEXT
-        spans = await ctx.services.regex_lane.call(inline, find_time_spans, query, moment)
+        spans = await off_loop_for(ctx.services.regex_lane, find_time_spans, query, moment)
         span: TimeSpan | None = None
         method = "rules"
         if spans:

@@ -5,21 +5,26 @@
 them). When expressions overlap, the one starting first wins, then the longest ("8 May 2023" over "8 May").
 
 The rules cost ~2 µs a character, so they read at most the first `MAX_TIME_TEXT` characters of a text (a 9 MB query
-held the event loop for 17 s), and the query ops run them in the service's regex lane, off the event loop, for a
-text longer than `INLINE_TIME_TEXT` (`ThreadLane.call`).
+held the event loop for 17 s), and the query ops run them through `off_loop_for`: in the service's regex lane, off
+the event loop, for a text longer than `INLINE_TIME_TEXT`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
+from reme_service.concurrency import ThreadLane
 from reme_service.ops.personal import time_expr_en, time_expr_zh
 from reme_service.ops.personal.time_rules import Reference, find_spans
 from reme_service.ops.personal.timespan import TimeSpan
 
+T = TypeVar("T")
+
 MAX_TIME_TEXT = 20_000  # characters of a text the rules read (~40 ms at most): periods are named near the start
-INLINE_TIME_TEXT = 2_000  # a longer query is read off the event loop (`ThreadLane.call`)
+INLINE_TIME_TEXT = 2_000  # a longer query is read off the event loop (`off_loop_for`)
 
 _TIME_WORD_TEXT = """
     year years yr yrs month months week weeks wk day days hour hours hr hrs minute minutes seconds today tonight
@@ -97,6 +102,12 @@ def find_time_spans(text: str, moment: datetime, *, future: bool | None = None) 
             chosen.append(span)
             end = stop
     return chosen
+
+
+async def off_loop_for(lane: ThreadLane, rules: Callable[[str, datetime], T], text: str, moment: datetime) -> T:
+    """`rules(text, moment)` (`find_time_spans`, or a reading built on it), in `lane` when `text` is long enough to
+    hold the event loop, else right here."""
+    return await lane.call(len(text) <= INLINE_TIME_TEXT, rules, text, moment)
 
 
 def has_time_word(text: str) -> bool:

@@ -43,7 +43,7 @@ from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.common.search import ranked_search
-from reme_service.ops.personal.time_expressions import INLINE_TIME_TEXT
+from reme_service.ops.personal.time_expressions import off_loop_for
 from reme_service.ops.vector_store.periods import Period, period_filter, query_periods, written_in
 from reme_service.ops.vector_store.rescore import TEXT_CACHE, Rescoring, diversify, rescore
 from reme_service.schema.memory import BaseMemory, memory_from_node
@@ -97,8 +97,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         fetch = min(max(top_k * 2, params.rescore_pool if active else 0), max(MAX_TOP_K * 2, 200))
         periods: list[Period] = []
         if params.period_boost > 0:
-            inline = len(query) <= INLINE_TIME_TEXT
-            periods = await ctx.services.regex_lane.call(inline, query_periods, query, datetime.now())
+            periods = await off_loop_for(ctx.services.regex_lane, query_periods, query, datetime.now())
         hits = await self._search(ctx, query, fetch, flt, periods)
         if params.threshold_score is not None:
             hits = [hit for hit in hits if hit.score >= params.threshold_score]
