@@ -2,7 +2,9 @@
 
 - a body longer than `max_body_bytes` is answered 413 — at once when `Content-Length` says so, or as soon as a
   chunked body has streamed past the limit — and is never held in memory whole;
-- a body that stalls (no bytes for `body_timeout` seconds while the server waits for more) is answered 408;
+- a body that stalls (no bytes for `body_timeout` seconds while the server waits for more) is answered 408, and so
+  is one that trickles: past its first `body_timeout` seconds a body must have averaged `body_min_rate` bytes a
+  second, so a byte every few seconds cannot hold a connection (and its place under the connection cap) for hours;
 - at most `limit_concurrency` requests are processed at once: beyond that the answer is 503 `overloaded` with
   `Retry-After`. Only requests count, never idle connections; a request counts from the moment its body is
   complete, so slow uploads cannot take the slots of requests that are ready. Health probes and metric scrapes
@@ -45,6 +47,7 @@ ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 class EdgeLimits:
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout: float = 30.0
+    body_min_rate: float | None = 1024.0  # bytes/s a body must average after its first body_timeout seconds
     limit_concurrency: int | None = 256
     retry_after: int = 1
 
@@ -108,15 +111,15 @@ class EdgeGuard:
     async def _read_body(self, receive: Receive) -> list[Message] | None:
         messages: list[Message] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         while True:
+            wait = self._next_wait(size, loop.time() - started)
             try:
-                async with asyncio.timeout(self.limits.body_timeout):  # a timer, not a task per message
+                async with asyncio.timeout(wait):  # a timer, not a task per message
                     message = await receive()
             except TimeoutError:
-                error = RequestTimeoutError(
-                    f"request body stalled for {self.limits.body_timeout:g}s (http.body_timeout)"
-                )
-                raise _Rejected(error, close=True) from None
+                raise _Rejected(self._too_slow(wait), close=True) from None
             if message["type"] == "http.disconnect":
                 return None
             size += len(message.get("body", b""))
@@ -125,6 +128,27 @@ class EdgeGuard:
             messages.append(message)
             if not message.get("more_body", False):
                 return messages
+
+    def _next_wait(self, size: int, elapsed: float) -> float:
+        """Seconds the next body message may take: `body_timeout`, or less when the body's rate allowance (its
+        first `body_timeout` seconds, then `body_min_rate` bytes a second for what has arrived) runs out first."""
+        timeout = self.limits.body_timeout
+        rate = self.limits.body_min_rate
+        if rate is None:
+            return timeout
+        allowance = timeout + size / rate - elapsed
+        if allowance <= 0:
+            raise _Rejected(self._too_slow(0.0), close=True)
+        return min(timeout, allowance)
+
+    def _too_slow(self, wait: float) -> ReMeError:
+        timeout = self.limits.body_timeout
+        if wait >= timeout:
+            return RequestTimeoutError(f"request body stalled for {timeout:g}s (http.body_timeout)")
+        return RequestTimeoutError(
+            f"request body arrived slower than {self.limits.body_min_rate:g} bytes/s after its first {timeout:g}s "
+            "(http.body_min_rate)"
+        )
 
     @staticmethod
     async def _answer(scope: Message, send: Send, rejected: _Rejected) -> None:

@@ -155,6 +155,7 @@ def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
         limits=EdgeLimits(
             max_body_bytes=http.max_body_bytes,
             body_timeout=http.body_timeout,
+            body_min_rate=http.body_min_rate,
             limit_concurrency=http.limit_concurrency,
             retry_after=http.retry_after,
         ),

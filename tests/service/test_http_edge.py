@@ -346,6 +346,40 @@ def test_a_stalled_body_gets_408(serve: ServeFn) -> None:
         assert client.get("/health").status_code == 200
 
 
+def test_a_trickled_body_gets_408_once_it_falls_below_the_minimum_rate(serve: ServeFn) -> None:
+    """A byte every 0.1 s never stalls for body_timeout (1 s), so only the rate floor (100 bytes/s past the first
+    second) can end it; without the floor the connection is held as long as the client keeps trickling."""
+    with serve("http.body_timeout=1", "http.body_min_rate=100") as client:
+        with connect(str(client.base_url)) as sock:
+            sock.sendall(f"{HEAD}Content-Length: 100000\r\n\r\n".encode())
+            for _ in range(200):  # 20 s of trickling at most; the floor ends it after ~1.1 s
+                answered, _, _ = select.select([sock], [], [], 0.1)
+                if answered:
+                    break
+                sock.send(b" ")
+            status, headers, body = read_response(sock)
+        assert status == 408 and headers["connection"] == "close"
+        envelope = assert_envelope(body, "request_timeout")
+        assert "http.body_min_rate" in envelope["metadata"]["error"]["message"]
+        assert client.get("/health").status_code == 200
+
+
+def test_a_slow_body_above_the_minimum_rate_is_served_past_body_timeout(serve: ServeFn) -> None:
+    """The floor is an average, after a grace of body_timeout: a body sent at ~300 bytes/s for ~1.5 s (longer than
+    body_timeout, 1 s) is read and answered."""
+    payload = json.dumps({"workspace_id": "ws", "query": "q" * 400}).encode()
+    with serve("http.body_timeout=1", "http.body_min_rate=100") as client:
+        with connect(str(client.base_url)) as sock:
+            sock.sendall(f"{HEAD}Content-Length: {len(payload)}\r\n\r\n".encode())
+            for start in range(0, len(payload), 30):
+                answered, _, _ = select.select([sock], [], [], 0.1)
+                assert not answered, "the server answered before the body was complete"
+                sock.send(payload[start : start + 30])
+            status, _, body = read_response(sock)
+        assert status == 200, body
+        assert json.loads(body)["success"] is True
+
+
 def test_a_422_echoes_only_an_excerpt_of_the_input(serve: ServeFn) -> None:
     with serve() as client:
         response = client.post(
