@@ -201,3 +201,30 @@ def test_the_rules_read_at_most_max_time_text_characters() -> None:
     past = filler + " yesterday " + filler
     assert [s.text for s in find_time_spans(inside, MONDAY)] == ["yesterday"] and has_time_word(inside)
     assert find_time_spans(past, MONDAY) == [] and not has_time_word(past)
+
+
+@pytest.mark.anyio
+async def test_a_long_query_is_read_in_the_regex_lane_and_a_short_one_inline() -> None:
+    """`off_loop_for` decides where the ops read a query's time: a query of INLINE_TIME_TEXT characters or fewer is
+    read on the caller's thread (a thread hop would cost more than the rules), a longer one in the lane's thread."""
+    import threading
+
+    from reme_service.concurrency import ThreadLane
+    from reme_service.ops.personal.time_expressions import INLINE_TIME_TEXT, off_loop_for
+
+    def where(text: str, moment: datetime) -> tuple[str, list[tuple[str, str]]]:
+        return threading.current_thread().name, _labels(text, moment)
+
+    lane = ThreadLane("reme-test-time-lane", 1)
+    try:
+        loop_thread = threading.current_thread().name
+        short = "what did I do yesterday?"
+        long = short + " " + "x" * (INLINE_TIME_TEXT - len(short))
+        inline_thread, inline_spans = await off_loop_for(lane, where, short, MONDAY)
+        lane_thread, lane_spans = await off_loop_for(lane, where, long, MONDAY)
+        edge_thread, _ = await off_loop_for(lane, where, long[:INLINE_TIME_TEXT], MONDAY)
+        assert inline_thread == loop_thread == edge_thread
+        assert lane_thread.startswith("reme-test-time-lane")
+        assert lane_spans == inline_spans and inline_spans  # the same reading wherever it runs
+    finally:
+        await lane.close()
