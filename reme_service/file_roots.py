@@ -11,6 +11,12 @@ A client path is read against the roots: one that starts with a root's name (`do
 directory is not a root. Configuring `file_roots` replaces the defaults with the directories listed (each
 read-write, named by the path as written).
 
+A caller with an API key reads and writes its workspace's own folder of each writable root
+(`<root>/workspaces/<workspace id>`, `for_workspace`), as it does for working-memory files: a key for one workspace
+can neither read another workspace's dump nor overwrite it, nor learn that it exists. Clients still name the
+folder `libraries/...`; read-only roots (the shipped libraries) are shared. Trusted callers (no keys, stdio, the
+Python API) see the roots whole.
+
 A path is judged by where it *resolves*, symlinks followed, and a file is checked again once it is open (the path
 of the open descriptor, from /proc), so neither `..`, nor a symlink inside a root that points outside, nor a
 swap of the file between the check and the open reaches outside: 403. Clients only ever see paths as
@@ -25,6 +31,7 @@ from pathlib import Path
 
 from reme_service.errors import InvalidRequestError, PathNotAllowedError
 from reme_service.schema.paths import path_problem
+from reme_service.stores.workspace_ids import file_name
 
 #: the libraries that ship with the service (a source checkout's docs/library)
 PACKAGED_LIBRARIES = Path(__file__).resolve().parent.parent / "docs" / "library"
@@ -53,6 +60,13 @@ class FileRoots:
     @classmethod
     def configured(cls, paths: list[str]) -> FileRoots:
         return cls([FileRoot(raw.rstrip("/") or raw, Path(raw).expanduser().resolve(), writable=True) for raw in paths])
+
+    def for_workspace(self, workspace_id: str) -> FileRoots:
+        """The roots as a caller with a key for `workspace_id` sees them: each writable root narrowed to the
+        workspace's folder in it (same name, so `libraries/team.jsonl` is `<root>/workspaces/<id>/team.jsonl`),
+        the read-only ones whole."""
+        folder = ("workspaces", file_name(workspace_id))
+        return FileRoots([FileRoot(r.name, r.path.joinpath(*folder), True) if r.writable else r for r in self.roots])
 
     def prepare(self) -> None:
         """Create the writable roots that do not exist yet (blocking)."""

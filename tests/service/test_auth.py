@@ -107,6 +107,40 @@ def test_a_key_reaches_only_its_own_workspaces_in_every_flow(serve: ServeFn, tmp
         assert listed.status_code == 200 and "secret" not in listed.text
 
 
+def test_a_key_dumps_and_loads_only_its_own_workspaces_library_files(serve: ServeFn, tmp_path: Path) -> None:
+    """Library roots are shared folders, so a key works in its workspace's own folder of them: bob naming alice's
+    dump neither loads it (404, as if it did not exist) nor overwrites it, and alice still loads what she dumped."""
+    _, alice = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write", name="alice")
+    _, bob = create_key(keys_file(tmp_path), workspaces=["bob"], scope="write", name="bob")
+
+    def act(key: str, workspace: str, action: str, **fields: Any) -> httpx.Response:
+        return client.post(
+            "/vector_store", json={"workspace_id": workspace, "action": action, **fields}, headers=bearer(key)
+        )
+
+    with serve() as client:
+        assert act(alice, "alice", "insert", memory_dicts=[MEMORY]).status_code == 200
+        dumped = act(alice, "alice", "dump", path="libraries/alice.jsonl")
+        assert dumped.json()["metadata"]["action_result"] == {"size": 1, "path": "libraries/alice.jsonl"}
+        for path in ("libraries/alice.jsonl", "alice.jsonl", "libraries", "libraries/../alice.jsonl"):
+            loaded = act(bob, "bob", "load", path=path)
+            assert loaded.status_code in (403, 404), (path, loaded.text)
+            assert "secret" not in act(bob, "bob", "list").text
+        other = {"when_to_use": "when planting", "content": "bob's planted text"}
+        assert act(bob, "bob", "insert", memory_dicts=[other]).status_code == 200
+        assert act(bob, "bob", "dump", path="libraries/alice.jsonl").status_code == 200  # into bob's own folder
+        assert act(bob, "bob", "load", path="libraries/alice.jsonl").json()["metadata"]["action_result"] == {"size": 1}
+        assert act(alice, "alice", "delete").status_code == 200
+        assert act(alice, "alice", "load", path="libraries/alice.jsonl").status_code == 200
+        listed = act(alice, "alice", "list").text
+        assert "secret" in listed and "planted" not in listed
+    libraries = tmp_path / "data" / "libraries" / "workspaces"
+    assert sorted(p.relative_to(libraries).as_posix() for p in libraries.rglob("*.jsonl")) == [
+        "alice/alice.jsonl",
+        "bob/alice.jsonl",
+    ]
+
+
 def test_a_read_key_may_read_but_not_write(serve: ServeFn, tmp_path: Path) -> None:
     _, writer = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write")
     _, reader = create_key(keys_file(tmp_path), workspaces=["alice"], scope="read")

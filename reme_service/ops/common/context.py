@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from reme_service.auth.caller import TRUSTED, Caller
 from reme_service.auth.policy import authorize
 from reme_service.context_vars import current_caller
+from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
 from reme_service.services import Services
@@ -56,6 +57,16 @@ class ServiceContext(FlowContext):
         if self.caller.key_id is None:
             return root
         return workspace_working_root(root, self.workspace_id)
+
+    @property
+    def library_roots(self) -> FileRoots:
+        """Where this request's `vector_store` `dump` and `load` may go: the configured roots for a trusted caller;
+        for a caller with a key, each writable root narrowed to the workspace's own folder (`FileRoots.for_workspace`),
+        so a key reaches no other workspace's library files."""
+        roots = self.services.file_roots
+        if self.caller.key_id is None:
+            return roots
+        return roots.for_workspace(self.workspace_id)
 
     def publish_memories(self, memories: Sequence[BaseMemory]) -> None:
         """`response.metadata["memory_list"]`: the memories' JSON dumps. A retrieval flow publishes the same memories

@@ -99,7 +99,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         return await _off_loop_if_large(nodes, _memory_dicts)
 
     async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        roots = ctx.services.file_roots
+        roots = ctx.library_roots
         target = library_file(roots.resolve(_require(ctx, PATH), write=True), ctx.workspace_id)
         nodes = await store.list_nodes(ctx.workspace_id)
         memories = await _off_loop_if_large(nodes, _memories)
@@ -107,7 +107,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         return {"size": len(memories), "path": roots.display(target)}
 
     async def _load(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        roots, asked = ctx.services.file_roots, _require(ctx, PATH)
+        roots, asked = ctx.library_roots, _require(ctx, PATH)
         source = library_file(roots.resolve(asked, write=False), ctx.workspace_id)
         started = time.perf_counter()
         check = functools.partial(roots.check_open, client_path=asked)
