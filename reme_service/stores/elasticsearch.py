@@ -29,6 +29,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from elastic_transport import ApiError as TransportApiError, TransportError
@@ -86,6 +87,23 @@ def _reason(exc: ApiError | TransportApiError) -> str:
     return str(error or exc.message)
 
 
+def _without_userinfo(host: str) -> str:
+    """`host` as messages and `/health` may show it: `http://elastic:pw@es:9200` -> `http://es:9200`."""
+    parts = urlsplit(host)
+    if "@" not in parts.netloc:
+        return host
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _scrubbed(text: str, hosts: list[str]) -> str:
+    """`text` (a transport error's words) with the hosts' credentials cut out, should it quote a host URL."""
+    for host in hosts:
+        netloc = urlsplit(host).netloc
+        if "@" in netloc:
+            text = text.replace(netloc.rpartition("@")[0] + "@", "")
+    return text
+
+
 def _missing(exc: ApiError) -> bool:
     return exc.meta.status == 404
 
@@ -110,6 +128,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         super().__init__(embedder=embedder)
         self.params = params
         self.hosts = params.host_list()
+        self.shown_hosts = ", ".join(_without_userinfo(h) for h in self.hosts)  # for messages: never a password
         self.prefix = check_es_prefix(params.index_prefix)
         self.batch_size = params.batch_size
         self.list_page_size = min(params.list_page_size, MAX_KNN)
@@ -122,7 +141,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         self._spaces: dict[str, EmbeddingSpace | None] = {}  # from the last mapping read; checked again on mismatch
         if params.shared_lock:
             leases = EsLeases(self.es, es_lock_index_name(self.prefix), self._guard)
-            where = f"elasticsearch {self.hosts[0]}"
+            where = f"elasticsearch {_without_userinfo(self.hosts[0])}"
             self.shared_lock = SharedLock(leases, ttl=params.lock_ttl, wait=params.lock_wait, where=where)
 
     # ----- plumbing -----
@@ -139,8 +158,9 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         except (ApiError, TransportApiError) as exc:
             raise StoreError(f"elasticsearch: {action} failed ({exc.meta.status}): {_reason(exc)}") from exc
         except TransportError as exc:
+            detail = _scrubbed(str(exc), self.hosts)
             raise StoreError(
-                f"elasticsearch at {', '.join(self.hosts)} is unreachable ({action}): {type(exc).__name__}: {exc}"
+                f"elasticsearch at {self.shown_hosts} is unreachable ({action}): {type(exc).__name__}: {detail}"
             ) from exc
 
     async def start(self) -> None:

@@ -226,18 +226,25 @@ def test_postgres_down_at_start_then_recovers_without_restart(serve: ServeFn, tm
     check_down_then_recovers(serve, overrides, port, lambda: running_postgres(tmp_path / "late-postgres", port))
 
 
-def test_elasticsearch_down_at_start_is_503_with_the_reason(serve: ServeFn) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_elasticsearch_down_at_start_is_503_with_the_reason_and_no_password(serve: ServeFn) -> None:
+    """The reason names the host (so an operator sees what is down) but never the credentials of its URL: /health is
+    open to anyone who can reach the port."""
+    where = f"127.0.0.1:{free_port()}"
     overrides = [
         "vector_store.default.backend=elasticsearch",
-        f"vector_store.default.params.hosts={url}",
+        f"vector_store.default.params.hosts=http://elastic:EsSecretPW@{where}",
         "vector_store.default.params.max_retries=0",
     ]
     with serve(*overrides) as client:
-        store = client.get("/health").json()["vector_store"]["default"]
-        assert store["status"] == "down" and url.removeprefix("http://") in store["reason"]
+        health = client.get("/health")
+        store = health.json()["vector_store"]["default"]
+        assert store["status"] == "down" and f"http://{where}" in store["reason"]
+        ready = client.get("/health/ready")
         r = client.post("/vector_store", json={"workspace_id": "ws", "action": "list"})
         assert r.status_code == 503 and r.json()["metadata"]["error"]["code"] == "store_unavailable"
+        assert where in r.json()["metadata"]["error"]["message"]
+        for text in (health.text, ready.text, r.text):
+            assert "EsSecretPW" not in text and "elastic:" not in text
 
 
 def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_server: ChromaServer) -> None:  # noqa: F811
