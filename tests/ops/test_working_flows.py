@@ -183,3 +183,23 @@ async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_p
     assert read["success"] is True and "beta" in read["answer"]
     assert pending == count, f"the read waited until {count - pending} bombs had used up their budget"
     assert all(answer["metadata"]["error"]["code"] == "invalid_request" for answer in answers)
+
+
+async def test_a_pattern_whose_counted_repeats_multiply_is_refused_before_it_is_compiled(tmp_path: Path) -> None:
+    """`(?:a{1000}){1000}b` stands for a million atoms: compiling it takes ~0.3 s and 300 MB, holding the GIL, and a
+    few more braces take a server past any memory (compiling cannot be interrupted). It is a 400 naming the
+    limit, before any compiling; a pattern at the limit, or of unbounded repeats, is searched."""
+    folder = tmp_path / "working_memory"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("a" * 10_000 + "\nbeta\n", encoding="utf-8")
+    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]') as reme:
+
+        async def grep(pattern: str) -> dict[str, Any]:
+            return await reme.async_execute(name="grep_working_memory", file_path="notes.txt", pattern=pattern)
+
+        for bomb in ("(?:a{1000}){1000}b", "((((a{100}){100}){100}){100})", "a{10001}"):
+            error = (await grep(bomb))["metadata"].get("error", {})
+            assert error.get("code") == "invalid_request", bomb
+            assert "at most 10,000" in error["message"] and "nested counts multiply" in error["message"]
+        assert (await grep("a{10000}"))["answer"].startswith("notes.txt:1:aaa")
+        assert (await grep("(?:a{100})+b|be(?:ta){1,9000}"))["answer"] == "notes.txt:2:beta"

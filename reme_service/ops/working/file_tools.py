@@ -9,7 +9,8 @@ syntax, `regex.V0`) stops a search when its `timeout` runs out, inside the match
 backtracking pattern such as `(a|a)+$` costs at most `timeout` seconds of matching per grep and then fails with
 400; the thread that ran it is free again (a `re` match cannot be interrupted at all). Searches run with
 `concurrent=True` (regex's default for `str`, spelled out): the GIL is released while matching, so other threads
-and the event loop keep running.
+and the event loop keep running. Compiling cannot be stopped, so a pattern whose counted repeats would expand
+past `pattern_size.MAX_EXPANDED_ATOMS` is refused (400) before it is compiled.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import regex
 
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.ops.working.paths import WorkingRoot
+from reme_service.ops.working.pattern_size import MAX_EXPANDED_ATOMS, expanded_size
 
 MAX_PATTERN_CHARS = 1000
 DEFAULT_GREP_TIMEOUT = 1.0  # seconds of matching a grep may spend in all
@@ -47,6 +49,11 @@ def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> reg
         raise InvalidRequestError("pattern must not be empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidRequestError(f"pattern is longer than {MAX_PATTERN_CHARS} characters")
+    if not literal and (size := expanded_size(pattern)) > MAX_EXPANDED_ATOMS:
+        raise InvalidRequestError(
+            f"pattern is too large once its counted repeats are expanded ({size:,} atoms, at most "
+            f"{MAX_EXPANDED_ATOMS:,}): nested counts multiply; use smaller counts, or * and + (which expand nothing)"
+        )
     flags = regex.V0 if case_sensitive else regex.V0 | regex.IGNORECASE
     try:
         return regex.compile(regex.escape(pattern) if literal else pattern, flags)

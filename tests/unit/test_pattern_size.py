@@ -1,0 +1,36 @@
+"""`pattern_size.expanded_size`: the atoms a regular expression stands for once `regex` expands its counted repeats'
+minimums (what compiling it costs), read from the text alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from reme_service.ops.working.pattern_size import expanded_size
+
+
+@pytest.mark.parametrize(
+    ("pattern", "atoms"),
+    [
+        ("ERROR", 5),
+        ("ERROR|WARN", 5),  # the larger branch
+        ("a{3}", 3),
+        ("a{3,}", 3),
+        ("a{3,9}", 3),  # the minimum is what is expanded
+        ("a{0,60000}", 1),
+        ("a{,5}", 1),
+        ("a*b+c?", 3),
+        ("(ab|c){2,9}", 4),
+        (r"\d{4}-\d{2}-\d{2}", 10),
+        (r"\p{L}{4}", 4),  # the braces of \p{...} belong to the escape
+        (r"\{5}", 3),  # an escaped brace is no count
+        ("[a{}]{5}", 5),  # braces inside a class are members
+        ("[]a]{2}", 2),
+        ("(?:foo){e<=3}", 10),  # a fuzzy constraint is no count (counted as text)
+        ("(?:a{1000}){1000}b", 1_001_001),
+        ("((((a{100}){100}){100}){100})", 100_000_000),
+        ("(?:x|a{1000}){1000}", 1_000_000),
+        ("(a)(b", 2),  # unclosed: counted as it stands (compiling refuses it)
+    ],
+)
+def test_expanded_size(pattern: str, atoms: int) -> None:
+    assert expanded_size(pattern) == atoms
