@@ -235,9 +235,10 @@ def test_openapi_shows_the_enforced_constraints(serve: ServeFn) -> None:
         ("NaN", "NaN is not JSON"),
         ("-Infinity", "-Infinity is not JSON"),
         ("1e400", "too large for a double"),
+        ("-2.5E+400", "too large for a double"),
         ("1" + "0" * 5000, "cannot read"),
     ],
-    ids=["nan", "infinity", "overflowing-exponent", "5001-digit-integer"],
+    ids=["nan", "infinity", "overflowing-exponent", "negative-overflowing-exponent", "5001-digit-integer"],
 )
 def test_numbers_json_cannot_carry_are_400_and_nothing_is_stored(serve: ServeFn, number: str, reason: str) -> None:
     """Python's parser reads NaN, Infinity and 1e400 (as float values that come back as null, a record no read of the
