@@ -3,7 +3,8 @@
 A write counts as done only when its data and, for a new or renamed name, its directory entry are on disk:
 
 * `atomic_write` replaces a file whole: write a temporary sibling, fsync it, rename it over the target, fsync
-  the directory (so the rename survives a crash too). Readers see the old or the new file, never a mix.
+  the directory (so the rename survives a crash too). Readers see the old or the new file, never a mix. The file
+  is the service user's alone (mode 0600, whatever the umask): it holds memories' text.
 * `append_synced` appends to an open descriptor and fsyncs it before returning.
 * `truncate_synced` cuts a file (by descriptor or path) back to a length and fsyncs it.
 * `fsync_path` makes a file's data, or a directory's entries (a rename, an unlink), durable.
@@ -52,10 +53,12 @@ def exclusive_lock(lock_file: Path) -> Iterator[None]:
 def atomic_write(path: Path, chunks: Iterable[bytes | memoryview], *, tmp: Path | None = None) -> None:
     """Replace `path` by the concatenated `chunks` (any iterable: written as they come), durably: a temporary file
     (`<name>.tmp` beside it, or `tmp`), fsynced, renamed over `path`, then the directory fsynced. On failure the
-    temporary file is removed and `path` is untouched."""
+    temporary file is removed and `path` is untouched. The new file has mode 0600."""
     tmp = tmp or path.with_name(path.name + TMP_SUFFIX)
     try:
-        with open(tmp, "wb") as file:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a temporary file left by a crash keeps its old mode through O_CREAT
+        with os.fdopen(fd, "wb") as file:
             for chunk in chunks:
                 file.write(chunk)
             file.flush()

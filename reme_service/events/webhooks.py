@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +39,7 @@ class DeliveryLog:
 
     def write(self, entry: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with self.path.open("ab") as handle:
+        with open(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as handle:
             handle.write(orjson.dumps({"time": datetime.now(UTC).isoformat(), **entry}) + b"\n")
 
 
