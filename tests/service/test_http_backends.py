@@ -121,6 +121,9 @@ def test_vector_store_round_trip(serve: ServeFn, backend: list[str], tmp_path: P
         assert action(client, "ws2", "load", path="dumps/ws.jsonl") == {"size": 3}
         assert {m["workspace_id"] for m in action(client, "ws2", "list")} == {"ws2"}
         assert action(client, "ws3", "copy", src_workspace_id="ws") == {"size": 3}
+        missing = post(client, "vector_store", workspace_id="ws4", action="copy", src_workspace_id="nowhere")
+        assert missing["success"] is True and missing["metadata"]["action_result"] == {"size": 0}  # as ReMe 0.2
+        assert missing["metadata"]["warning"] == "the source workspace does not exist; nothing was copied"
         assert action(client, "ws3", "delete_ids", memory_ids=["m1", "m2"]) == {"deleted_count": 2}
         assert [m["memory_id"] for m in action(client, "ws3", "list")] == ["m3"]
         purged = {"memories": 1, "working_memory_files": 0}

@@ -120,7 +120,8 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
 
     async def _copy(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         src = validate_workspace_id(_require(ctx, SRC_WORKSPACE_ID))
-        if not await store.exists_workspace(src):
+        if not await store.exists_workspace(src):  # as ReMe 0.2: nothing to copy is no error; the warning says why
+            ctx.response.metadata["warning"] = "the source workspace does not exist; nothing was copied"
             return {"size": 0}
         async with store.lock(ctx.workspace_id):
             return {"size": await store.copy_workspace(src, ctx.workspace_id)}
