@@ -9,6 +9,7 @@ ReMeError                      code "internal_error", 500
 │   └── RequestValidationError code "validation_error", 422 (the request does not match the flow's schema)
 ├── UnauthorizedError          code "unauthorized", 401 (no API key, or an unknown or revoked one)
 ├── ForbiddenError             code "forbidden", 403 (the key may not use this workspace or action)
+│   └── CrossOriginError       code "cross_origin" (HTTP edge: a browser request from another site)
 ├── RateLimitedError           code "rate_limited", 429 (the key's request rate; Retry-After)
 ├── PathNotAllowedError        code "path_not_allowed", 403
 ├── NotFoundError              code "not_found", 404
@@ -23,6 +24,7 @@ ReMeError                      code "internal_error", 500
 ├── RequestTimeoutError        code "request_timeout", 408 (HTTP edge: the body stalled)
 ├── PayloadTooLargeError       code "payload_too_large", 413 (HTTP edge: http.max_body_bytes)
 ├── HeaderTooLargeError        code "header_too_large", 431 (HTTP edge: http.max_header_bytes)
+├── MisdirectedRequestError    code "misdirected_request", 421 (HTTP edge: a Host a loopback service does not answer)
 ├── OverloadedError            code "overloaded", 503 (HTTP edge: too many requests or connections; Retry-After)
 ├── HTTPStatusError            any other status the HTTP framework raises; code and status given per instance
 └── OpError                    wraps a failure inside a flow; code and status come from its cause
@@ -46,12 +48,14 @@ from pydantic_core import ValidationError
 
 __all__ = [
     "ConfigError",
+    "CrossOriginError",
     "DimensionMismatchError",
     "EmbeddingError",
     "FlowDeclarationError",
     "HTTPStatusError",
     "HeaderTooLargeError",
     "MethodNotAllowedError",
+    "MisdirectedRequestError",
     "OverloadedError",
     "PayloadTooLargeError",
     "RequestTimeoutError",
@@ -162,6 +166,13 @@ class ForbiddenError(ReMeError):
     status = 403
 
 
+class CrossOriginError(ForbiddenError):
+    """A browser request on behalf of a page from another origin than the service's own or `http.cors_origins`
+    (`server/origin_guard.py`): refused before it is read."""
+
+    code = "cross_origin"
+
+
 class RateLimitedError(ReMeError):
     """The API key sent requests faster than its rate limit; `retry_after` seconds until the next one is allowed."""
 
@@ -262,6 +273,13 @@ class PayloadTooLargeError(ReMeError):
 class HeaderTooLargeError(ReMeError):
     code = "header_too_large"
     status = 431
+
+
+class MisdirectedRequestError(ReMeError):
+    """A Host header a service on loopback does not answer to (DNS-rebinding protection, `http.allowed_hosts`)."""
+
+    code = "misdirected_request"
+    status = 421
 
 
 class OverloadedError(ReMeError):

@@ -56,8 +56,26 @@ class HttpConfig(_Strict):
         description="service processes sharing the port; more than 1 needs a shared store (pgvector, a Chroma "
         "server, Elasticsearch)",
     )
-    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="CORS is off unless origins are listed; a browser request from any other origin than the "
+        "service's own is refused with 403 cross_origin (server/origin_guard.py)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="more Host headers a service on loopback answers ('name', 'name:port' or 'name:*'), besides "
+        "127.0.0.1, localhost, [::1] and 0.0.0.0 on any port; any other is 421 (DNS-rebinding protection). "
+        "Shared with MCP's transports",
+    )
     access_log: bool = False
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_patterns(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not host.strip() or "/" in host or any(c.isspace() for c in host.strip()):
+                raise ValueError(f"{host!r} is not a host ('name', 'name:port' or 'name:*'; no scheme, no path)")
+        return [host.strip().lower() for host in hosts]
 
 
 class McpConfig(_Strict):
@@ -70,7 +88,8 @@ class McpConfig(_Strict):
     port: int = Field(default=8002, ge=0, le=65535)
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="more Host headers a loopback MCP server accepts (DNS-rebinding protection), e.g. 'myhost:*'",
+        description="more Host headers a loopback MCP server accepts (DNS-rebinding protection), e.g. 'myhost:*', "
+        "besides http.allowed_hosts",
     )
 
 

@@ -5,7 +5,8 @@ No logic lives here.
 
 Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every other failure is the envelope
 `{"answer": "", "success": false, "metadata": {"error": {code, message, request_id}}}` with its status: see
-`http_errors` (400 malformed JSON, 404, 405) and `guard` (408 stalled body, 413 body too large, 503 overloaded).
+`http_errors` (400 malformed JSON, 404, 405), `guard` (408 stalled body, 413 body too large, 503 overloaded) and
+`origin_guard` (403 a request from another site's page, 421 a Host a loopback service does not answer).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from reme_service.server.manage import install_manage_routes
 from reme_service.server.mcp import McpEndpoints
 from reme_service.server.observer import RequestObserver
 from reme_service.server.operator_routes import install_operator_routes
+from reme_service.server.origin_guard import OriginGuard, OriginPolicy
 from reme_service.server.ui import install_ui_routes
 
 logger = logging.getLogger("reme_service.http")
@@ -148,7 +150,7 @@ def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
 
 
 def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
-    """Outermost first: RequestObserver > CORS > AuthGate > EdgeGuard > routes."""
+    """Outermost first: RequestObserver > OriginGuard > CORS > AuthGate > EdgeGuard > routes."""
     http = app.config.http
     api.add_middleware(
         EdgeGuard,
@@ -168,6 +170,9 @@ def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["*"],
         )
+    # before anything else reads the request: a rebinding Host or a foreign page's request goes no further (and gets
+    # no CORS headers); the policy is decided by the configured bind, so in-process tests get it too
+    api.add_middleware(OriginGuard, policy=OriginPolicy.of(http.host, http.allowed_hosts, http.cors_origins))
     # outermost: every answer, the guards' and the gate's included, is timed, counted and logged
     api.add_middleware(RequestObserver, metrics=app.metrics, flows=list(app.flows), access_log=http.access_log)
 

@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reme_service import __version__
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_tools import call_flow, tool_for
+from reme_service.server.origin_guard import host_patterns, loopback_bound
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
@@ -49,7 +50,6 @@ INSTRUCTIONS = (
     "Retrieve before acting (retrieve_*), summarise after (summary_*). Every result's structured content is the "
     "full response: answer, success and metadata (memory_list, update_result, ...)."
 )
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def build_mcp_server(app: ReMeApp) -> Server[Any, Any]:
@@ -75,16 +75,20 @@ async def serve_stdio(app: ReMeApp) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def _security(host: str, extra_hosts: list[str]) -> TransportSecuritySettings | None:
+def _security(host: str, extra_hosts: list[str], origins: list[str]) -> TransportSecuritySettings | None:
     """DNS-rebinding protection for a server on loopback: only the Host names that reach it from this machine.
 
-    `0.0.0.0:*` is among them: every ReMe MCP example connects to `http://0.0.0.0:8002/sse/`, which reaches a
-    local server, and a browser cannot be made to send it by a rebinding domain. `mcp.allowed_hosts` adds more."""
-    if host not in _LOOPBACK:
+    The list is `origin_guard.host_patterns`, the same the HTTP routes check: the loopback names on any port,
+    `0.0.0.0:*` among them (every ReMe MCP example connects to `http://0.0.0.0:8002/sse/`, which reaches a local
+    server, and a browser cannot be made to send it by a rebinding domain), plus `http.allowed_hosts` and
+    `mcp.allowed_hosts`. `origins` (`http.cors_origins`) are accepted besides `http://` each of those names."""
+    if not loopback_bound(host):
         return None  # bound to a routable address on purpose: Host checks would only get in the way (keys guard it)
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "0.0.0.0:*", *extra_hosts]
-    origins = [f"http://{name}" for name in hosts]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+    hosts = host_patterns(extra_hosts)
+    allowed_origins = [f"http://{name}" for name in hosts] + [origin for origin in origins if origin != "*"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=allowed_origins
+    )
 
 
 class _AsgiEndpoint:
@@ -104,7 +108,8 @@ class McpEndpoints:
 
     def __init__(self, app: ReMeApp, transports: tuple[HttpTransport, ...], *, host: str) -> None:
         server = build_mcp_server(app)
-        security = _security(host, app.config.mcp.allowed_hosts)
+        config = app.config
+        security = _security(host, [*config.http.allowed_hosts, *config.mcp.allowed_hosts], config.http.cors_origins)
         self.routes: list[Route | Mount] = []
         self._session_manager: StreamableHTTPSessionManager | None = None
         for transport in transports:

@@ -93,7 +93,7 @@ async def test_a_big_summary_over_http_leaves_the_event_loop_free(tmp_path: Path
     body = orjson.dumps({"messages": conversation(MESSAGES), "working_summary_mode": mode, "keep_recent_count": 4})
     async with app:
         api = create_http_app(app, manage_lifecycle=False)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://reme") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://localhost") as client:
             started = time.thread_time()
             response = await client.post(
                 "/summary_working_memory", content=body, headers={"content-type": "application/json"}

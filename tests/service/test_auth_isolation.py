@@ -113,7 +113,7 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
     async with app:
         api = create_http_app(app, manage_lifecycle=False)
         flows = sorted(app.flows)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://reme") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://localhost") as client:
             star = {"Authorization": f"Bearer {keys[5]['key']}"}
             for workspace in WORKSPACES:  # a memory and a working-memory file of each workspace, to be found
                 seed = body_for("vector_store", workspace, rng) | {"action": "insert"}
@@ -155,7 +155,7 @@ async def test_ten_thousand_random_requests_never_cross_a_workspace(tmp_path: Pa
 
 
 async def client_list(api: Any, workspace: str, headers: dict[str, str]) -> str:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://reme") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://localhost") as client:
         body = {"workspace_id": workspace, "action": "list"}
         response = await client.post("/vector_store", json=body, headers=headers)
         assert response.status_code == 200

@@ -212,7 +212,7 @@ def test_a_malformed_request_is_400_in_the_envelope_after_the_answers_owed(tmp_p
     """The parser's 400 is the JSON envelope; sent after a request it follows in the same write, it comes after
     that request's answer, which is not lost (the request ran: its memory is stored)."""
     insert = json.dumps(insert_body("m-before-garbage")).encode()
-    request = b"POST /vector_store HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(insert), insert)
+    request = b"POST /vector_store HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s" % (len(insert), insert)
     with service_process(tmp_path, "embedding_model.default.backend=hash") as service:
         with connect(service.base_url) as sock:
             sock.sendall(b"GARBAGE\r\n\r\n")
@@ -232,9 +232,9 @@ def test_pipelined_heads_and_trailers_are_held_to_the_head_limit(tmp_path: Path)
     """A pipelined head over the limit, complete in the same write as the request before it, gets 431 after that
     request's answer; trailers past the limit get 431; small chunks and small trailers are served."""
     big = b"X-Big: " + b"y" * 6000 + b"\r\n"
-    health = b"GET /health HTTP/1.1\r\nHost: x\r\n"
+    health = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     query = json.dumps({"workspace_id": "ws", "query": "profile"}).encode()
-    chunked = b"POST /retrieve_task_memory HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunked = b"POST /retrieve_task_memory HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
     chunks = b"".join(b"%x\r\n%s\r\n" % (1, query[i : i + 1]) for i in range(len(query)))  # a byte a chunk
     with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
         with connect(service.base_url) as sock:
@@ -266,12 +266,12 @@ def test_a_head_sent_behind_an_open_event_stream_is_not_read_without_bound(tmp_p
     once over the limit: the client's writes back up instead of the server's memory growing."""
     with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
         with connect(service.base_url) as sock:
-            sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             head = b""
             while b"\r\n\r\n" not in head:
                 head += sock.recv(4096)
             assert head.startswith(b"HTTP/1.1 200"), head[:100]
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ")
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
             sock.setblocking(False)
             piece, sent, limit = b"a" * 65536, 0, 256 * 1024 * 1024
             while sent < limit:

@@ -238,7 +238,7 @@ def test_a_client_that_leaves_mid_body_is_counted_as_499_not_a_server_error(tmp_
     with service_process(tmp_path, "embedding_model.default.backend=hash") as service:
         url = urlsplit(service.base_url)
         with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=10) as sock:
-            sock.sendall(b'POST /retrieve_task_memory HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"q')
+            sock.sendall(b'POST /retrieve_task_memory HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"q')
 
         def counted() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
             return samples(httpx.get(f"{service.base_url}/metrics", timeout=5).text)
