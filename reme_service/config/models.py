@@ -220,6 +220,12 @@ class JobsConfig(_Strict):
     keep_hours: float = Field(
         default=24.0, gt=0, description="finished jobs, and the Idempotency-Key of every job, are kept this long"
     )
+    max_finished: int = Field(
+        default=1_000, ge=1, description="finished jobs kept at most; past it the oldest are deleted before keep_hours"
+    )
+    max_finished_mb: float = Field(
+        default=1024.0, gt=0, description="MiB of finished jobs' files kept at most; past it the oldest are deleted"
+    )
     dir: str = Field(default="", description="empty = <data_dir>/jobs")
 
 
