@@ -183,6 +183,7 @@ class ReMeApp:
             services.stores[name] = create_store(
                 store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
             )
+            services.stores[name].max_memory_bytes = store_cfg.max_memory_bytes
         await asyncio.to_thread(self.file_roots.prepare)
         self._meter(services)
         for client in services.clients():

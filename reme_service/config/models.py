@@ -120,6 +120,12 @@ class VectorStoreConfig(_Strict):
     backend: str = "local"
     embedding_model: str = "default"
     params: dict[str, Any] = Field(default_factory=dict)
+    max_memory_bytes: int | None = Field(
+        default=1 << 20,  # stores.bounded.DEFAULT_MAX_MEMORY_BYTES (1 MiB)
+        ge=1,
+        description="the largest memory a write may hold (id, when_to_use and the rest as JSON); a write with a "
+        "larger one is refused whole with 413 (stores/bounded.py); null = no limit",
+    )
 
 
 class InputField(_Strict):
@@ -232,6 +238,12 @@ class JobsConfig(_Strict):
     max_queued: int = Field(default=10_000, ge=1, description="jobs waiting at most; past it a submission gets 503")
     keep_hours: float = Field(
         default=24.0, gt=0, description="finished jobs, and the Idempotency-Key of every job, are kept this long"
+    )
+    max_finished: int = Field(
+        default=1_000, ge=1, description="finished jobs kept at most; past it the oldest are deleted before keep_hours"
+    )
+    max_finished_mb: float = Field(
+        default=1024.0, gt=0, description="MiB of finished jobs' files kept at most; past it the oldest are deleted"
     )
     dir: str = Field(default="", description="empty = <data_dir>/jobs")
 

@@ -40,9 +40,18 @@ class JobFiles:
     def _path(self, job_id: str) -> Path:
         return self.folder / f"{job_id}{SUFFIX}"
 
-    def save(self, job: Job) -> None:
+    def save(self, job: Job) -> int:
+        """Write the job's file (atomically, fsynced); returns its size in bytes."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write(self._path(job.job_id), [job.model_dump_json().encode()])
+        data = job.model_dump_json().encode()
+        atomic_write(self._path(job.job_id), [data])
+        return len(data)
+
+    def size(self, job_id: str) -> int:
+        try:
+            return self._path(job_id).stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def load(self, job_id: str) -> Job | None:
         try:

@@ -46,6 +46,11 @@ def vectors_only() -> Iterator[None]:
         _inside.reset(token)
 
 
+def inside_audited_write() -> bool:
+    """True inside `vectors_only` or inside an audited write (a write another write makes)."""
+    return _inside.get()
+
+
 #: above this many nodes a write's history entries are made in a worker thread (a library load: ~20 µs a node)
 OFF_LOOP_NODES = 1000
 

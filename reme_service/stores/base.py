@@ -52,6 +52,7 @@ from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
+from reme_service.stores.bounded import DEFAULT_MAX_MEMORY_BYTES, bound_writes
 from reme_service.stores.spaces import EmbeddingSpace, check_space, space_of
 from reme_service.stores.vectors import QueryVector
 
@@ -71,10 +72,14 @@ class VectorStore(ABC):
     backend: str = "abstract"
     #: where operations are counted and timed (`observe/metered.py`); set by the app when it starts
     meter: Meter | None = None
+    #: the largest memory a write may hold, in bytes (`stores/bounded.py`); None: no limit. Set by the app from
+    #: `vector_store.<name>.max_memory_bytes`
+    max_memory_bytes: int | None = DEFAULT_MAX_MEMORY_BYTES
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         audit_writes(cls)  # every backend's writes reach the request's audit trail
+        bound_writes(cls)  # and are refused, before the audit's look-ups, when a memory is too large
         meter_methods(cls, STORE_OPERATIONS)  # and every operation reaches the metrics
 
     def resident_workspaces(self) -> int | None:

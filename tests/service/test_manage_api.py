@@ -290,3 +290,29 @@ def test_vector_store_list_honours_limit_and_offset(serve: ServeFn) -> None:
         response = client.post("/vector_store", json={"workspace_id": "alpha", "action": "list", "limit": 0})
         assert response.status_code == 422
         assert "vector" not in json.dumps(listed(limit=1))
+
+
+def test_workspaces_are_paged(serve: ServeFn) -> None:
+    names = [f"ws{i:03d}" for i in range(120)]
+    with serve() as client:
+        for name in names:
+            insert(client, name, [memory(1)])
+        first = client.get("/workspaces").json()
+        assert len(first["workspaces"]) == 50 and first["next_cursor"]  # the default page
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = client.get("/workspaces", params={"limit": 7, **({"cursor": cursor} if cursor else {})}).json()
+            assert len(page["workspaces"]) <= 7
+            seen += [w["workspace_id"] for w in page["workspaces"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == sorted(names)  # in id order, each once
+        assert all(w["size"] == 1 for w in client.get("/workspaces", params={"limit": 500}).json()["workspaces"])
+        assert client.get("/workspaces", params={"limit": 501}).status_code == 400
+        insert(client, "ws000", [memory(2)])
+        memory_cursor = client.get("/workspaces/ws000/memories", params={"limit": 1}).json()["next_cursor"]
+        for bad in ("garbage", first["next_cursor"] + "x", memory_cursor):  # a memory page's cursor is no list's
+            response = client.get("/workspaces", params={"cursor": bad})
+            assert response.status_code == 400 and error_of(response)["code"] == "invalid_request"

@@ -80,7 +80,7 @@ async def test_a_restart_runs_queued_jobs_again_and_fails_one_interrupted_twice(
     queue = JobQueue(JobsConfig(), files, runs)
     await queue.start()
     try:
-        failed = queue.known("j2")
+        failed = await queue.get("j2")  # the result lives in its file
         assert failed is not None and failed.status == "failed" and failed.http_status == 500
         assert "interrupted by a restart twice" in failed.result["metadata"]["error"]["message"]  # type: ignore[index]
         await until(lambda: set(runs.running) == {"j1", "j3"})
@@ -200,3 +200,77 @@ async def test_a_job_another_process_finished_while_it_waited_here_is_not_run_ag
     finally:
         await a.stop()
         await b.stop()
+
+
+class BigResults:
+    """The execute function of jobs whose result is large (a `vector_store list` of a big workspace)."""
+
+    async def __call__(self, job: Job) -> tuple[int, dict[str, Any]]:
+        return 200, {"answer": "", "success": True, "metadata": {"rows": ["x" * 1000] * 100, "of": job.job_id}}
+
+
+async def big_job(queue: JobQueue, key: str | None = None) -> Job:
+    job, _ = await queue.submit(
+        flow="f",
+        workspace_id="ws",
+        request={"memory_dicts": ["y" * 1000] * 50},
+        caller=TRUSTED,
+        idempotency_key=key,
+        body_hash="big",
+    )
+    return job
+
+
+async def test_finished_jobs_keep_neither_request_nor_result_in_memory_and_are_capped(tmp_path: Path) -> None:
+    queue = JobQueue(JobsConfig(max_finished=5), JobFiles(tmp_path), BigResults())
+    await queue.start()
+    try:
+        first = await big_job(queue, key="k-first")
+        await until(lambda: queue.known(first.job_id) is not None and queue.known(first.job_id).finished)  # type: ignore[union-attr]
+        # replayed by its Idempotency-Key while it is kept, result read from its file
+        replay, known = await queue.submit(
+            flow="f", workspace_id="ws", request={}, caller=TRUSTED, idempotency_key="k-first", body_hash="big"
+        )
+        assert known and replay.job_id == first.job_id
+        jobs = [first, *[await big_job(queue) for _ in range(11)]]
+        await until(lambda: all(queue.known(j.job_id) is None or queue.known(j.job_id).finished for j in jobs))  # type: ignore[union-attr]
+        await until(lambda: len(queue._jobs) == 5)
+        kept = list(queue._jobs.values())
+        assert all(j.finished and j.request == {} and j.result is None for j in kept)  # slim in memory
+        assert {j.job_id for j in kept} == {j.job_id for j in jobs[-5:]}  # the newest five, oldest pruned first
+        assert await asyncio.to_thread(lambda: len(list(tmp_path.glob("job_*.json")))) == 5  # and on disk
+        # a kept job's result is read from its file
+        latest = await queue.get(jobs[-1].job_id)
+        assert latest is not None and latest.result is not None
+        assert latest.result["metadata"]["of"] == jobs[-1].job_id and len(latest.result["metadata"]["rows"]) == 100
+        # a pruned one is unknown (404 over HTTP), and its Idempotency-Key is free again
+        assert await queue.get(first.job_id) is None
+        again, known = await queue.submit(
+            flow="f", workspace_id="ws", request={}, caller=TRUSTED, idempotency_key="k-first", body_hash="other"
+        )
+        assert not known and again.job_id != first.job_id
+    finally:
+        await queue.stop()
+
+
+async def test_finished_jobs_files_are_capped_by_size_but_the_newest_is_kept(tmp_path: Path) -> None:
+    queue = JobQueue(JobsConfig(max_finished_mb=0.25), JobFiles(tmp_path), BigResults())  # ~2 jobs of ~150 KB
+    await queue.start()
+    try:
+        jobs = [await big_job(queue) for _ in range(6)]
+        await until(lambda: queue.known(jobs[-1].job_id) is not None and queue.known(jobs[-1].job_id).finished)  # type: ignore[union-attr]
+        await until(lambda: sum(queue._sizes.values()) <= 0.25 * 1024 * 1024)  # pruned as the last one finished
+        assert jobs[-1].job_id in queue._jobs and jobs[0].job_id not in queue._jobs
+        assert len(queue._jobs) < 6
+    finally:
+        await queue.stop()
+
+    tiny = JobQueue(JobsConfig(max_finished_mb=0.01), JobFiles(tmp_path / "tiny"), BigResults())
+    await tiny.start()
+    try:
+        job = await big_job(tiny)
+        await until(lambda: tiny.known(job.job_id) is not None and tiny.known(job.job_id).finished)  # type: ignore[union-attr]
+        got = await tiny.get(job.job_id)  # larger than the cap alone, still readable until the next one finishes
+        assert got is not None and got.result is not None
+    finally:
+        await tiny.stop()

@@ -105,10 +105,17 @@
   async function loadWorkspaces() {
     const list = $("workspaces");
     try {
-      const data = await api("/workspaces");
+      // GET /workspaces is paged: read every page (500 at a time)
+      const all = [];
+      let cursor = null;
+      do {
+        const data = await api("/workspaces?limit=500" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+        all.push(...data.workspaces);
+        cursor = data.next_cursor;
+      } while (cursor);
       list.replaceChildren();
-      if (!data.workspaces.length) list.append(el("li", { text: "no workspace yet" }));
-      for (const ws of data.workspaces) {
+      if (!all.length) list.append(el("li", { text: "no workspace yet" }));
+      for (const ws of all) {
         const counts = Object.entries(ws.counts).filter(([, n]) => n).map(([t, n]) => n + " " + t).join(", ");
         const button = el("button", { type: "button", class: "ws", "data-workspace": ws.workspace_id,
           onclick: () => selectWorkspace(ws.workspace_id) },
