@@ -46,6 +46,7 @@ from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
 from reme_service.jobs.queue import JobQueue
 from reme_service.jobs.record import Job
+from reme_service.json_pieces import model_json_ready
 from reme_service.observe.metrics import Metrics
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
@@ -285,7 +286,7 @@ class ReMeApp:
         large = offload or holds_many(response.answer, response.metadata)
         held = [response]  # the last reference: a large model is dumped, and freed, in the worker thread
         del response
-        return 200, await off_loop_if(large, _dump_releasing, held)
+        return 200, await off_loop_if(large, _dump_releasing, held, large)
 
     def new_trail(self, request_id: str, flow: str) -> AuditTrail:
         """The audit trail of one request (flows and the management API): it keeps history when history is on."""
@@ -448,10 +449,12 @@ class ReMeApp:
         return {"status": status, "version": __version__, **parts, "flows": sorted(self.flows)}
 
 
-def _dump_releasing(held: list[FlowResponse]) -> dict[str, Any]:
+def _dump_releasing(held: list[FlowResponse], large: bool = True) -> dict[str, Any]:
     """Dump the one response in `held` and drop it here: freeing a model of 100,000 messages takes tens of
-    milliseconds, which should not be spent on the event loop (`run_validated` calls this inline for a small one)."""
-    return held.pop().model_dump(mode="json")
+    milliseconds, which should not be spent on the event loop (`run_validated` calls this inline for a small one).
+    A `large` one is dumped in pieces (`json_pieces`), so that this worker thread lets the event loop run."""
+    response = held.pop()
+    return model_json_ready(response) if large else response.model_dump(mode="json")
 
 
 def _job_body(flow: str, request: BaseModel) -> tuple[dict[str, Any], str]:

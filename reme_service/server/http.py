@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from reme_service import __version__
+from reme_service import __version__, json_pieces
 from reme_service.app import ReMeApp
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.context_vars import current_request
@@ -86,7 +86,7 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
         large = large_request or holds_many(payload.get("answer"), payload.get("metadata"))
         held = [payload, body, raw]
         del payload, body, raw
-        content = await off_loop_if(large, _encode_releasing, held)
+        content = await off_loop_if(large, _encode_releasing, held, large)
         return Response(
             content, status_code=status, media_type="application/json", headers={"x-request-id": request_id}
         )
@@ -95,10 +95,11 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
     return endpoint
 
 
-def _encode_releasing(held: list[Any]) -> bytes:
+def _encode_releasing(held: list[Any], large: bool = True) -> bytes:
     """Encode the payload `held[0]` and drop everything in `held` in this thread (a worker thread for a large one):
-    freeing a request and an answer of 100,000 messages is tens of milliseconds the event loop should not spend."""
-    content = orjson.dumps(held[0])
+    freeing a request and an answer of 100,000 messages is tens of milliseconds the event loop should not spend.
+    A `large` payload is encoded in pieces (`json_pieces`), so that this worker thread lets the event loop run."""
+    content = json_pieces.encode(held[0]) if large else orjson.dumps(held[0])
     held.clear()
     return content
 

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import TRUSTED
 from reme_service.concurrency import holds_many, off_loop_if
@@ -74,9 +75,9 @@ def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
         job = await app.jobs.wait(job_id, wait) or job
         result = job.result or {}  # a finished job's answer: encoded off the loop when large, as a flow's
         large = holds_many(result.get("answer"), result.get("metadata"))
-        return Response(await off_loop_if(large, _view_json, job), media_type="application/json")
+        return Response(await off_loop_if(large, _view_json, job, large), media_type="application/json")
 
 
-def _view_json(job: Job) -> bytes:
-    """What `GET /jobs/{job_id}` answers, as JSON (`Job.view`)."""
-    return orjson.dumps(job.view())
+def _view_json(job: Job, large: bool = True) -> bytes:
+    """What `GET /jobs/{job_id}` answers, as JSON (`Job.view`); a `large` one in pieces (`json_pieces`)."""
+    return json_pieces.encode(job.view()) if large else orjson.dumps(job.view())

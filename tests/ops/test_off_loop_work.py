@@ -135,3 +135,31 @@ async def test_a_job_is_dumped_hashed_validated_and_its_large_answer_encoded_off
     assert len(large["result"]["metadata"]["action_result"]) == MANY
     assert hashed[1] is not loop_thread and validated[1] is not loop_thread and dumped[1] is not loop_thread
     assert viewed[1] is not loop_thread
+
+
+def test_a_large_answer_is_dumped_and_encoded_in_pieces_exactly_as_in_one_call() -> None:
+    """`json_pieces` gives what one `model_dump(mode="json")` / `orjson.dumps` gives, in calls of at most CHUNK
+    list items (one call would hold the GIL, so the event loop, however it is run off the loop)."""
+    from datetime import UTC, datetime
+
+    from reme_service.flow.context import FlowResponse
+    from reme_service.json_pieces import CHUNK, encode, model_json_ready
+
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    memories = [{"memory_id": f"m{i}", "score": i / 3, "time": when, "tags": ("a", i)} for i in range(3 * CHUNK + 7)]
+    response = FlowResponse(
+        answer=[{"role": "user", "content": f"message {i}"} for i in range(CHUNK + 1)],
+        metadata={
+            "action_result": {"size": 2, "memory_ids": [f"id{i}" for i in range(2 * CHUNK)], "when": when},
+            "memory_list": memories,
+            "ids": {1, 2},
+            "nested": {"deeper": {"deepest": {"list": list(range(CHUNK * 2))}}},
+            "empty": {},
+            "none": None,
+        },
+    )
+    dumped = model_json_ready(response)
+    assert dumped == response.model_dump(mode="json")
+    assert list(dumped) == ["answer", "success", "metadata"]
+    assert encode(dumped) == orjson.dumps(dumped)
+    assert encode({"job": {"result": dumped}}) == orjson.dumps({"job": {"result": dumped}})
