@@ -29,6 +29,7 @@ from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
 from reme_service.auth.caller import TRUSTED
 from reme_service.auth.policy import authorize, needed_scope
+from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.context_vars import current_caller, current_request, current_trail
@@ -45,6 +46,7 @@ from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
 from reme_service.jobs.queue import JobQueue
 from reme_service.jobs.record import Job
+from reme_service.json_pieces import model_json_ready
 from reme_service.observe.metrics import Metrics
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
@@ -258,7 +260,8 @@ class ReMeApp:
     ) -> tuple[int, dict[str, Any]]:
         """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope.
 
-        With `offload` (a large request, so likely a large answer) the response is dumped in a worker thread."""
+        The response is dumped in a worker thread with `offload` (a large request, so likely a large answer) and
+        when it holds many items (`concurrency.holds_many`: a `list` of 100,000 memories from a small request)."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         trail = self.new_trail(request_id, runner.name)
@@ -281,11 +284,10 @@ class ReMeApp:
                 current_trail.reset(token)
         self.metrics.flow_run(runner.name, 200, time.perf_counter() - started)
         await self._audit(runner.name, request, request_id, trail, None)
-        if not offload:
-            return 200, response.model_dump(mode="json")
-        held = [response]  # the last reference: the model is dumped, and freed, in the worker thread
+        large = offload or holds_many(response.answer, response.metadata)
+        held = [response]  # the last reference: a large model is dumped, and freed, in the worker thread
         del response
-        return 200, await asyncio.to_thread(_dump_releasing, held)
+        return 200, await off_loop_if(large, _dump_releasing, held, large)
 
     def new_trail(self, request_id: str, flow: str) -> AuditTrail:
         """The audit trail of one request (flows and the management API): it keeps history when history is on."""
@@ -296,12 +298,15 @@ class ReMeApp:
     ) -> tuple[Job, bool]:
         """Queue `request` as a background job (`jobs/`): checked now as the flow would check it (workspace id,
         the caller's rights), run later with the caller's rights. Returns the job and whether it was already known
-        by `idempotency_key`."""
+        by `idempotency_key`.
+
+        The request is dumped and hashed in a worker thread, whatever its size: the submission waits for a worker
+        thread anyway (the job's file, fsynced), so the hop costs nothing that matters, and the size of a request
+        is not known here (100,000 messages take seconds of CPU)."""
         caller = current_caller.get() or TRUSTED
         workspace_id = validate_workspace_id(getattr(request, "workspace_id", "") or self.config.default_workspace)
         authorize(caller, runner.name, self.config.flow[runner.name], request, workspace_id)
-        body = request.model_dump(mode="json", exclude={"run_async"})
-        digest = hashlib.sha256(orjson.dumps([runner.name, body], option=orjson.OPT_SORT_KEYS)).hexdigest()
+        body, digest = await asyncio.to_thread(_job_body, runner.name, request)
         return await self.jobs.submit(
             flow=runner.name,
             workspace_id=workspace_id,
@@ -316,14 +321,17 @@ class ReMeApp:
         self.events.publish(Event(type="JOB", workspace_id=job.workspace_id, job=job_info, flow=job.flow))
 
     async def _run_job(self, job: Job) -> tuple[int, dict[str, Any]]:
-        """Run a job's flow as its submitter (`jobs.queue.JobQueue` calls this)."""
+        """Run a job's flow as its submitter (`jobs.queue.JobQueue` calls this). Its request is validated, and its
+        answer dumped, in worker threads whatever their size: a job is background work that already waits for
+        worker threads (its file is saved at each change), and a stored request's size is unknown (see
+        `submit_job`)."""
         runner = self.flows.get(job.flow)
         if runner is None:
             return 404, error_envelope(NotFoundError(f"flow {job.flow!r} is no longer served"), job.job_id)
-        request = runner.request_model.model_validate(job.request)
+        request = await asyncio.to_thread(_validate, runner.request_model, job.request)
         token = current_caller.set(job.caller)
         try:
-            return await self.run_validated(runner, request, job.job_id)
+            return await self.run_validated(runner, request, job.job_id, offload=True)
         finally:
             current_caller.reset(token)
 
@@ -442,7 +450,20 @@ class ReMeApp:
         return {"status": status, "version": __version__, **parts, "flows": sorted(self.flows)}
 
 
-def _dump_releasing(held: list[FlowResponse]) -> dict[str, Any]:
+def _dump_releasing(held: list[FlowResponse], large: bool = True) -> dict[str, Any]:
     """Dump the one response in `held` and drop it here: freeing a model of 100,000 messages takes tens of
-    milliseconds, which should not be spent on the event loop."""
-    return held.pop().model_dump(mode="json")
+    milliseconds, which should not be spent on the event loop (`run_validated` calls this inline for a small one).
+    A `large` one is dumped in pieces (`json_pieces`), so that this worker thread lets the event loop run."""
+    response = held.pop()
+    return model_json_ready(response) if large else response.model_dump(mode="json")
+
+
+def _job_body(flow: str, request: BaseModel) -> tuple[dict[str, Any], str]:
+    """A job's request as stored (JSON-ready, without `async`) and the hash an Idempotency-Key replay must match."""
+    body = request.model_dump(mode="json", exclude={"run_async"})
+    return body, hashlib.sha256(orjson.dumps([flow, body], option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+    """A stored job request as its flow's request model (in a worker thread: `ReMeApp._run_job`)."""
+    return model.model_validate(data)

@@ -11,7 +11,6 @@ Schema errors are FastAPI's 422 `detail` list (echoed inputs cut short); every o
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,8 +25,9 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from reme_service import __version__
+from reme_service import __version__, json_pieces
 from reme_service.app import ReMeApp
+from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.context_vars import current_request
 from reme_service.errors import OverloadedError, ReMeError
 from reme_service.flow.context import FlowResponse
@@ -68,7 +68,8 @@ class _FlowRoute(Route):
 
 
 def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Callable[[Request], Awaitable[Response]]:
-    """The served endpoint: raw body → request model (`body.decode_body`, off the loop when large) → flow."""
+    """The served endpoint: raw body → request model (`body.decode_body`, off the loop when large) → flow → JSON
+    (off the loop when the request or the answer is large)."""
 
     flow = app.config.flow[runner.name]
 
@@ -80,14 +81,14 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
         body = await decode_body(raw, runner.request_model, offload_bytes=offload_bytes)
         if runs_as_job(flow, body):  # a background flow asked to run as a job, or one that always does
             return await accept_job(app, runner, body, request)
-        if len(raw) <= offload_bytes:
-            status, payload = await app.run_validated(runner, body, request_id)
-            content = orjson.dumps(payload)
-        else:  # a large request makes a large answer: dump, encode and free them off the loop
-            status, payload = await app.run_validated(runner, body, request_id, offload=True)
-            held = [payload, body, raw]
-            del payload, body, raw
-            content = await asyncio.to_thread(_encode_releasing, held)
+        # A large request makes a large answer, and so does a small one that asks for much (`list` of a big
+        # workspace): then the answer is dumped (`run_validated`), encoded and freed, with the request, off the loop.
+        large_request = len(raw) > offload_bytes
+        status, payload = await app.run_validated(runner, body, request_id, offload=large_request)
+        large = large_request or holds_many(payload.get("answer"), payload.get("metadata"))
+        held = [payload, body, raw]
+        del payload, body, raw
+        content = await off_loop_if(large, _encode_releasing, held, large)
         return Response(
             content, status_code=status, media_type="application/json", headers={"x-request-id": request_id}
         )
@@ -96,10 +97,11 @@ def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Call
     return endpoint
 
 
-def _encode_releasing(held: list[Any]) -> bytes:
-    """Encode the payload `held[0]` and drop everything in `held` in this (worker) thread: freeing a request and an
-    answer of 100,000 messages is tens of milliseconds the event loop should not spend."""
-    content = orjson.dumps(held[0])
+def _encode_releasing(held: list[Any], large: bool = True) -> bytes:
+    """Encode the payload `held[0]` and drop everything in `held` in this thread (a worker thread for a large one):
+    freeing a request and an answer of 100,000 messages is tens of milliseconds the event loop should not spend.
+    A `large` payload is encoded in pieces (`json_pieces`), so that this worker thread lets the event loop run."""
+    content = json_pieces.encode(held[0]) if large else orjson.dumps(held[0])
     held.clear()
     return content
 

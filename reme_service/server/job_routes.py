@@ -8,16 +8,20 @@ submission return the job of the first one.
 
 from __future__ import annotations
 
+import orjson
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import TRUSTED
+from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.models import FlowConfig
 from reme_service.context_vars import current_caller
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.flow.runner import FlowRunner
+from reme_service.jobs.record import Job
 from reme_service.ops.common.context import ServiceContext
 from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.http_errors import error_response
@@ -69,4 +73,11 @@ def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
         if job is None or not caller.may_use(job.workspace_id):
             return error_response(NotFoundError(f"no job {job_id!r}"), request)
         job = await app.jobs.wait(job_id, wait) or job
-        return json_response(job.view())
+        result = job.result or {}  # a finished job's answer: encoded off the loop when large, as a flow's
+        large = holds_many(result.get("answer"), result.get("metadata"))
+        return Response(await off_loop_if(large, _view_json, job, large), media_type="application/json")
+
+
+def _view_json(job: Job, large: bool = True) -> bytes:
+    """What `GET /jobs/{job_id}` answers, as JSON (`Job.view`); a `large` one in pieces (`json_pieces`)."""
+    return json_pieces.encode(job.view()) if large else orjson.dumps(job.view())

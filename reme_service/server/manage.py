@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import TRUSTED, Scope
 from reme_service.auth.policy import authorize_workspace
+from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.context_vars import current_caller, current_trail
 from reme_service.errors import (
     InvalidRequestError,
@@ -66,7 +67,6 @@ from reme_service.stores.workspace_ids import validate_workspace_id
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 EXPORT_BATCH = 1000  # memories fetched, converted and sent per chunk of an export
-OFF_LOOP = 2000  # above this many ids or nodes, sorting and filtering run in a worker thread
 AUDIT_FLOW = "manage"
 #: fields a PATCH may not change: they name the memory
 FIXED_FIELDS = ("memory_id", "workspace_id")
@@ -262,7 +262,8 @@ def _page_of_nodes(nodes: list[VectorNode], query: ListQuery) -> tuple[list[dict
 
 
 async def _off_loop(size: int, fn: Callable[[], Any]) -> Any:
-    return await asyncio.to_thread(fn) if size > OFF_LOOP else fn()
+    """Sorting and filtering `size` ids or nodes: in a worker thread above `OFF_LOOP_ITEMS`."""
+    return await off_loop_if(size > OFF_LOOP_ITEMS, fn)
 
 
 # -- the routes -----------------------------------------------------------------------------------------------

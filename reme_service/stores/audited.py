@@ -13,7 +13,6 @@ the base `copy_workspace`) is reported once, by the outermost call.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -21,6 +20,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from reme_service.audit.trail import AuditTrail
+from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.context_vars import current_caller, current_trail
 from reme_service.history.entry import VALID_TO, HistoryEntry, written
 
@@ -49,10 +49,6 @@ def vectors_only() -> Iterator[None]:
 def inside_audited_write() -> bool:
     """True inside `vectors_only` or inside an audited write (a write another write makes)."""
     return _inside.get()
-
-
-#: above this many nodes a write's history entries are made in a worker thread (a library load: ~20 µs a node)
-OFF_LOOP_NODES = 1000
 
 
 async def _existing(store: VectorStore, workspace_id: str, ids: Sequence[str]) -> dict[str, VectorNode]:
@@ -110,10 +106,8 @@ def _audited(name: str, method: Method) -> Method:
                 trail.wrote(workspace_id, added=added, changed=[i for i in ids if i in before])
                 if replaced is not None:
                     _deleted(trail, workspace_id, replaced, whole_workspace=True)
-                if len(nodes) > OFF_LOOP_NODES:
-                    await asyncio.to_thread(_upserted, trail, workspace_id, nodes, before)
-                else:
-                    _upserted(trail, workspace_id, nodes, before)
+                # a write's history entries: ~20 µs a node (a library load), so many are made in a worker thread
+                await off_loop_if(len(nodes) > OFF_LOOP_ITEMS, _upserted, trail, workspace_id, nodes, before)
             elif name == "delete_ids":
                 asked: Sequence[str] = args[0] if args else kwargs["ids"]
                 before = await _existing(self, workspace_id, asked)

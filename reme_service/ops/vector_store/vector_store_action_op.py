@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.durable import remove_tree_synced
 from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.flow.context import Input
@@ -30,8 +31,6 @@ from reme_service.stores.base import VectorStore
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
-#: above this many memories, turning nodes into memories (and dicts) runs in a worker thread, off the event loop
-OFF_LOOP_NODES = 1000
 
 logger = logging.getLogger("reme_service.library")
 
@@ -96,13 +95,13 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             nodes = await store.get(ctx.workspace_id, window)
             for node in nodes:
                 node.vector = None
-        return await _off_loop_if_large(nodes, _memory_dicts)
+        return await off_loop_if(len(nodes) > OFF_LOOP_ITEMS, _memory_dicts, nodes)
 
     async def _dump(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         roots = ctx.library_roots
         target = library_file(roots.resolve(_require(ctx, PATH), write=True), ctx.workspace_id)
         nodes = await store.list_nodes(ctx.workspace_id)
-        memories = await _off_loop_if_large(nodes, _memories)
+        memories = await off_loop_if(len(nodes) > OFF_LOOP_ITEMS, _memories, nodes)
         await write_library(target, memories)
         return {"size": len(memories), "path": roots.display(target)}
 
@@ -147,17 +146,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
 
     async def _insert(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         dicts = _require(ctx, MEMORY_DICTS)
-        nodes = []
-        for index, data in enumerate(dicts):
-            try:
-                memory = memory_from_dict(data)
-            except ValidationError as exc:
-                raise InvalidRequestError(
-                    describe_validation_errors(exc, prefix=f"memory_dicts[{index}]: ", limit=1),
-                    details={"field": f"memory_dicts[{index}]"},
-                ) from None
-            memory.workspace_id = ctx.workspace_id
-            nodes.append(memory.to_vector_node())
+        nodes = await off_loop_if(len(dicts) > OFF_LOOP_ITEMS, _nodes_of, dicts, ctx.workspace_id)
         async with store.lock(ctx.workspace_id):
             await store.upsert(ctx.workspace_id, nodes)
         return {"size": len(nodes), "memory_ids": [n.unique_id for n in nodes]}
@@ -171,7 +160,8 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         return await reembed_workspace(store, ctx.workspace_id)
 
 
-R = TypeVar("R")
+# Turning many memories into other objects runs in a worker thread (`off_loop_if` above `OFF_LOOP_ITEMS`): 10,000
+# memories take ~0.1 s of CPU, 100,000 inserted dicts over a second.
 
 
 def _memories(nodes: Sequence[VectorNode]) -> list[BaseMemory]:
@@ -182,8 +172,17 @@ def _memory_dicts(nodes: Sequence[VectorNode]) -> list[dict[str, Any]]:
     return [memory_from_node(n).model_dump(mode="json") for n in nodes]
 
 
-async def _off_loop_if_large(nodes: Sequence[VectorNode], convert: Callable[[Sequence[VectorNode]], R]) -> R:
-    """`convert(nodes)`, in a worker thread when there are many (10,000 memories take ~0.1 s of CPU)."""
-    if len(nodes) > OFF_LOOP_NODES:
-        return await asyncio.to_thread(convert, nodes)
-    return convert(nodes)
+def _nodes_of(dicts: Sequence[dict[str, Any]], workspace_id: str) -> list[VectorNode]:
+    """The nodes of the memories `insert` was given, in `workspace_id`; the first invalid one is a 400 naming it."""
+    nodes = []
+    for index, data in enumerate(dicts):
+        try:
+            memory = memory_from_dict(data)
+        except ValidationError as exc:
+            raise InvalidRequestError(
+                describe_validation_errors(exc, prefix=f"memory_dicts[{index}]: ", limit=1),
+                details={"field": f"memory_dicts[{index}]"},
+            ) from None
+        memory.workspace_id = workspace_id
+        nodes.append(memory.to_vector_node())
+    return nodes
