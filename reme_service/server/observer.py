@@ -72,8 +72,12 @@ class RequestObserver:
                 answered = True
                 status = int(message["status"])
                 headers = list(message.get("headers", ()))
-                if not any(name.lower() == b"x-request-id" for name, _ in headers):  # every answer names its id
-                    message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode("latin-1"))]}
+                names = {name.lower() for name, _ in headers}
+                added = [] if b"x-request-id" in names else [(b"x-request-id", request_id.encode("latin-1"))]
+                if b"x-content-type-options" not in names:  # no browser reads a JSON answer as a page or script
+                    added.append((b"x-content-type-options", b"nosniff"))
+                if added:  # every answer names its id
+                    message = {**message, "headers": [*headers, *added]}
             await send(message)
 
         try:

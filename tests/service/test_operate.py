@@ -127,19 +127,26 @@ def test_metrics_need_a_key_when_keys_are_required_and_health_does_not(serve: Se
             assert client.get(open_path).status_code == 200, open_path
 
 
-def test_docs_work_offline(serve: ServeFn) -> None:
+def test_docs_work_offline_and_no_site_may_frame_them(serve: ServeFn) -> None:
     with serve() as client:
         for page, assets in (
             ("/docs", ("swagger-ui-bundle.js", "swagger-ui.css")),
             ("/redoc", ("redoc.standalone.js",)),
+            ("/docs/oauth2-redirect", ()),
         ):
-            html = client.get(page).text
+            answer = client.get(page)
+            assert answer.headers["x-frame-options"] == "DENY", page
+            assert answer.headers["content-security-policy"] == "frame-ancestors 'none'", page
+            assert answer.headers["x-content-type-options"] == "nosniff", page
+            html = answer.text
             assert "cdn." not in html and "googleapis" not in html  # nothing from outside
             for asset in assets:
                 assert f"/docs/static/{asset}" in html
                 served = client.get(f"/docs/static/{asset}")
                 assert served.status_code == 200 and len(served.content) > 10_000, asset
         assert client.get("/openapi.json").json()["paths"]["/retrieve_task_memory"]
+        for answer in (client.get("/openapi.json"), client.get("/health"), client.post("/nowhere", json={})):
+            assert answer.headers["x-content-type-options"] == "nosniff"  # every answer, JSON and errors alike
 
 
 @pytest.fixture
