@@ -7,12 +7,17 @@
 - checking on: no key → 401; a malformed, unknown or revoked key → 401; a known key → its `Caller`, after its rate
   limit (429 with the seconds to wait).
 
+What a long-lived request (an event stream, an MCP SSE session) resolved when it opened is re-checked with
+`still_valid` while it lasts, and `until_invalid` waits for that to fail, so revoking a key ends the streams and
+sessions it opened within `auth.reload_seconds`.
+
 Keys are required in `auto` mode as soon as the service listens on anything but loopback, and a service that
 requires keys refuses to start while the key file has none (there would be nobody it could serve).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 from pathlib import Path
@@ -88,3 +93,24 @@ class Access:
                 seconds = RateLimiter.retry_after(wait)
                 raise RateLimitedError(f"rate limit of this API key reached; retry in {seconds} s", retry_after=seconds)
         return caller
+
+    @property
+    def recheck_seconds(self) -> float:
+        """How often a long-lived request re-checks its caller: as often as the key file may change."""
+        return self.config.reload_seconds
+
+    def still_valid(self, caller: Caller) -> bool:
+        """Whether `caller`, resolved earlier from a key (by `caller`), still stands: its key, as the key file says
+        now, is active and grants the same rights (not revoked, removed, narrowed or widened; the file is
+        readable). A trusted caller stands while checking is off. No rate limit, no "last used": a re-check is not
+        a request."""
+        if caller.key_id is None:
+            return not self.checking
+        return self.keyring.current(caller.key_id) == caller
+
+    async def until_invalid(self, caller: Caller) -> None:
+        """Return once `caller` no longer stands, re-checked every `recheck_seconds`: the key file is another
+        process's to change, and the key ring notices a change only when asked (one `stat` at most that often), so
+        there is no event to wait on."""
+        while self.still_valid(caller):  # noqa: ASYNC110 - polls a file another process writes, at its reload rate
+            await asyncio.sleep(self.recheck_seconds)

@@ -103,6 +103,15 @@ class KeyRing:
         self._dirty = True
         return record.caller()
 
+    def current(self, key_id: str) -> Caller | None:
+        """The caller key `key_id` stands for as the file says now (reloaded if it changed); None when the key is
+        revoked or gone, or the file is broken. For re-checking a caller resolved earlier (`Access.still_valid`)."""
+        self.refresh()
+        if self._broken is not None:
+            return None
+        record = self._keys.find(key_id)
+        return record.caller() if record is not None and record.active else None
+
     def flush(self) -> None:
         """Write when each key was last used (blocking: call it in a worker thread)."""
         if not self._dirty:

@@ -49,7 +49,7 @@ class AuthGate:
         try:
             caller = self.access.caller(presented_key(scope.get("headers", ())))
         except ReMeError as error:
-            await self._refuse(scope, send, error)
+            await self.refuse(scope, send, error)
             return
         token = current_caller.set(caller)
         try:
@@ -58,7 +58,8 @@ class AuthGate:
             current_caller.reset(token)
 
     @staticmethod
-    async def _refuse(scope: Message, send: Send, error: ReMeError) -> None:
+    async def refuse(scope: Message, send: Send, error: ReMeError) -> None:
+        """Answer with `error` in the failure envelope (401 with `WWW-Authenticate`, 429 with `Retry-After`)."""
         retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
         status, headers, body = envelope_response(
             error, request_id_from(scope.get("headers", ())), retry_after=retry_after

@@ -5,6 +5,10 @@ nothing after it), then one `id:` / `event:` / `data:` block per event; a commen
 `HEARTBEAT_SECONDS` keeps proxies from closing an idle stream; `event: lagged` says how many events a reader too
 slow to keep up lost. A key sees the events of the workspaces it covers; `workspace` outside them is a 403.
 
+A stream lasts while its key does: it re-checks its caller (`Access.still_valid`) every `auth.reload_seconds` and
+before every event it sends, and once the key is revoked, removed, changed or cannot be checked, it sends
+`event: revoked` and ends, without the event that found it so.
+
 A stream lasts as long as its reader, so streams do not count against `http.limit_concurrency` (they would take
 the slots of the requests that do work): they have their own cap, `events.max_streams`, past which a new one is a
 503 `overloaded` (checked before subscribing; streams opening at the same moment may pass it together).
@@ -26,6 +30,9 @@ from reme_service.events.event import Event
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 HEARTBEAT_SECONDS = 15.0
+REVOKED = (
+    b'event: revoked\ndata: {"code": "unauthorized", "message": "this stream\'s API key was revoked or changed"}\n\n'
+)
 
 
 def _block(event: Event) -> bytes:
@@ -56,18 +63,29 @@ def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
             accept = lambda event: caller.may_use(event.workspace_id)  # noqa: E731
 
         async def stream() -> AsyncIterator[bytes]:
+            loop = asyncio.get_running_loop()
             async with app.events.subscribe(accept) as subscription:
                 yield b"retry: 3000\n\n"
+                quiet_since = loop.time()
                 while True:
+                    wait = min(app.access.recheck_seconds, quiet_since + HEARTBEAT_SECONDS - loop.time())
                     try:
-                        item = await asyncio.wait_for(subscription.next(), HEARTBEAT_SECONDS)
+                        item: Event | int | None = await asyncio.wait_for(subscription.next(), max(wait, 0.0))
                     except TimeoutError:
-                        yield b": keep-alive\n\n"
+                        item = None
+                    if not app.access.still_valid(caller):
+                        yield REVOKED
+                        return
+                    if item is None:
+                        if loop.time() - quiet_since >= HEARTBEAT_SECONDS:
+                            yield b": keep-alive\n\n"
+                            quiet_since = loop.time()
                         continue
                     if isinstance(item, int):
                         yield f'event: lagged\ndata: {{"lost": {item}}}\n\n'.encode()
                     else:
                         yield _block(item)
+                    quiet_since = loop.time()
 
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

@@ -4,12 +4,14 @@
 reme                                                       # HTTP, with MCP at /mcp and /sse on the same port
 reme backend=mcp mcp.transport=stdio                       # for desktop hosts that spawn the server
 reme backend=mcp mcp.transport=sse mcp.port=8002           # GET /sse, POST /messages/?session_id=...
-reme backend=mcp mcp.transport=streamable-http             # POST /mcp (stateless, JSON replies)
+reme backend=mcp mcp.transport=streamable-http             # POST /mcp (stateless, JSON replies, no GET stream)
 ```
 
 Built on the official SDK's low-level `Server` so each tool's schema can be the flow's own request schema
 (FastMCP derives schemas from Python signatures, which generated flows do not have). The HTTP transports also
-answer `GET /health`. Loopback hosts get the SDK's DNS-rebinding protection (Host and Origin checked).
+answer `GET /health`. Loopback hosts get the SDK's DNS-rebinding protection (Host and Origin checked). Behind
+`AuthGate`, an SSE session is bound to the key that opened it and ends when that key is revoked
+(`mcp_sessions.py`); streamable HTTP keeps no session, so each request runs as its own key.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service import __version__
 from reme_service.server.auth_gate import AuthGate
+from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
 from reme_service.server.origin_guard import host_patterns, loopback_bound
 
@@ -114,7 +117,8 @@ class McpEndpoints:
         self._session_manager: StreamableHTTPSessionManager | None = None
         for transport in transports:
             if transport == "sse":
-                self.routes += _sse_routes(server, security)
+                sse = SseServerTransport("/messages/", security_settings=security)
+                self.routes += _sse_routes(SseSessions(server, sse, app.access))
             elif transport in ("streamable-http", "http"):
                 # Stateless, with plain JSON replies: every tool call is one request and one response (no
                 # server-initiated messages), so per-client sessions and SSE streams would only hold state — and
@@ -122,8 +126,10 @@ class McpEndpoints:
                 self._session_manager = StreamableHTTPSessionManager(
                     app=server, json_response=True, stateless=True, security_settings=security
                 )
+                # No `GET /mcp`: a stateless transport has nothing to send on it, and the stream would stay open
+                # for as long as the client liked, its key revoked or not; 405 is the spec's "no stream here".
                 handler = _AsgiEndpoint(self._session_manager.handle_request)
-                self.routes.append(Route("/mcp", handler, methods=["GET", "POST", "DELETE"]))
+                self.routes.append(Route("/mcp", handler, methods=["POST", "DELETE"]))
             else:
                 raise ValueError(f"unknown MCP HTTP transport {transport!r}; valid: sse, streamable-http")
 
@@ -136,17 +142,11 @@ class McpEndpoints:
             yield
 
 
-def _sse_routes(server: Server[Any, Any], security: TransportSecuritySettings | None) -> list[Route | Mount]:
-    sse = SseServerTransport("/messages/", security_settings=security)
-
-    async def handle_sse(scope: Scope, receive: Receive, send: Send) -> None:
-        async with sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
+def _sse_routes(sessions: SseSessions) -> list[Route | Mount]:
     return [
-        Route("/sse", _AsgiEndpoint(handle_sse), methods=["GET"]),
-        Route("/sse/", _AsgiEndpoint(handle_sse), methods=["GET"]),  # ReMe's examples use the trailing slash
-        Mount("/messages/", sse.handle_post_message),
+        Route("/sse", _AsgiEndpoint(sessions.open), methods=["GET"]),
+        Route("/sse/", _AsgiEndpoint(sessions.open), methods=["GET"]),  # ReMe's examples use the trailing slash
+        Mount("/messages/", sessions.post),
     ]
 
 

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from reme_service.auth.keyfile import create_key
+from reme_service.auth.keyfile import create_key, revoke_key
 from tests.conditions import until_sync
 from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import free_port
@@ -100,6 +100,58 @@ def test_a_key_hears_only_its_workspaces(serve: ServeFn, tmp_path: Path) -> None
                 )
             kind, event = events.next_event()
             assert (kind, event["workspace_id"]) == ("ADD", "alice")  # bob's came first, and was not for alice
+
+
+def rest_of(events: Stream) -> list[str]:
+    """Every line left until the stream ends (the test's read timeout fails a stream that never does)."""
+    return list(events.lines)
+
+
+def test_revoking_a_key_ends_its_open_stream(serve: ServeFn, tmp_path: Path) -> None:
+    """Revocation reaches open streams too: once the service refuses the key (401), the key's stream delivers no
+    later event and ends with `event: revoked`; another key's stream goes on."""
+    keys = tmp_path / "data" / "auth" / "keys.json"
+    reader_record, reader = create_key(keys, workspaces=["bob"], scope="read")
+    _, writer_key = create_key(keys, workspaces=["bob"], scope="write")
+    as_reader = {"Authorization": f"Bearer {reader}"}
+    as_writer = {"Authorization": f"Bearer {writer_key}"}
+    with (
+        serve() as client,
+        client.stream("GET", "/events", params={"workspace": "bob"}, headers=as_reader, timeout=10) as revoked,
+        client.stream("GET", "/events", params={"workspace": "bob"}, headers=as_writer, timeout=10) as kept,
+    ):
+        events, others = Stream(revoked.iter_lines()), Stream(kept.iter_lines())
+        add = {"workspace_id": "bob", "action": "insert", "memory_dicts": memories("before")}
+        assert client.post("/vector_store", json=add, headers=as_writer).json()["success"] is True
+        assert events.next_event()[1]["memory_ids"] == ["before"]
+        assert others.next_event()[1]["memory_ids"] == ["before"]
+        revoke_key(keys, reader_record.id)
+        listing = {"workspace_id": "bob", "action": "list"}
+        until_sync(lambda: client.post("/vector_store", json=listing, headers=as_reader).status_code == 401)
+        add = {"workspace_id": "bob", "action": "insert", "memory_dicts": memories("after")}
+        assert client.post("/vector_store", json=add, headers=as_writer).json()["success"] is True
+        assert others.next_event()[1]["memory_ids"] == ["after"]  # published, and still heard by a valid key
+        left = rest_of(events)  # returns only because the stream ended
+        assert "event: revoked" in left and not any('"after"' in line for line in left)
+
+
+def test_a_key_narrowed_in_the_key_file_ends_its_stream(serve: ServeFn, tmp_path: Path) -> None:
+    """An edited key file entry that no longer covers the stream's workspace ends the stream the same way."""
+    keys = tmp_path / "data" / "auth" / "keys.json"
+    _, key = create_key(keys, workspaces=["bob", "carol"], scope="read")
+    _, admin = create_key(keys, workspaces=["*"], scope="admin")
+    as_key = {"Authorization": f"Bearer {key}"}
+    with serve() as client, client.stream("GET", "/events", headers=as_key, timeout=10) as response:
+        events = Stream(response.iter_lines())
+        stored = json.loads(keys.read_text())
+        stored["keys"][0]["workspaces"] = ["carol-only"]
+        keys.write_text(json.dumps(stored))
+        listing = {"workspace_id": "bob", "action": "list"}
+        until_sync(lambda: client.post("/vector_store", json=listing, headers=as_key).status_code == 403)
+        add = {"workspace_id": "bob", "action": "insert", "memory_dicts": memories("after")}
+        assert client.post("/vector_store", json=add, headers={"Authorization": f"Bearer {admin}"}).status_code == 200
+        left = rest_of(events)
+        assert "event: revoked" in left and not any('"after"' in line for line in left)
 
 
 class Receiver:

@@ -1,17 +1,22 @@
 """The key file and the key ring: concurrent `reme keys` changes lose nothing, a key file broken while the
-service runs fails closed and recovers, last-used times reach `reme keys list`, and the token bucket."""
+service runs fails closed and recovers, last-used times reach `reme keys list`, the token bucket, and the
+re-check of a caller resolved earlier (what ends the streams and MCP sessions of a revoked key)."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
 
 import pytest
 
-from reme_service.auth.keyfile import create_key, read_key_file, read_last_used
+from reme_service.auth.access import Access
+from reme_service.auth.caller import TRUSTED
+from reme_service.auth.keyfile import create_key, read_key_file, read_last_used, revoke_key
 from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
+from reme_service.config.models import AuthConfig
 from reme_service.errors import HTTPStatusError, UnauthorizedError
 
 
@@ -87,3 +92,43 @@ def test_the_token_bucket_allows_bursts_then_the_rate() -> None:
     clock.now += 10
     assert [limiter.wait("k") for _ in range(4)][:3] == [0.0, 0.0, 0.0]
     assert RateLimiter.retry_after(0.2) == 1 and RateLimiter.retry_after(2.1) == 3
+
+
+def test_a_caller_stands_while_its_key_grants_the_same_rights(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    clock = Clock()
+    ring = KeyRing(path, reload_seconds=1.0, clock=clock)
+    ring.load()
+    access = Access(AuthConfig(), ring, host="127.0.0.1")
+    assert access.still_valid(TRUSTED)  # no key yet: checking is off
+
+    def reload() -> None:
+        clock.now += 1.5
+        os.utime(path, ns=(int(clock.now * 1e9), int(clock.now * 1e9)))  # seen changed even at the same size
+
+    kept_record, kept_key = create_key(path, workspaces=["alice"], scope="write")
+    narrowed_record, narrowed_key = create_key(path, workspaces=["alice", "bob"], scope="read")
+    gone_record, gone_key = create_key(path, workspaces=["alice"], scope="read")
+    reload()
+    kept, narrowed, gone = (ring.authenticate(key) for key in (kept_key, narrowed_key, gone_key))
+    assert not access.still_valid(TRUSTED)  # the first key closed the service: a trusted caller no longer stands
+    assert all(access.still_valid(caller) for caller in (kept, narrowed, gone))
+
+    stored = json.loads(path.read_text())
+    stored["keys"] = [entry for entry in stored["keys"] if entry["id"] != gone_record.id]
+    next(entry for entry in stored["keys"] if entry["id"] == narrowed_record.id)["workspaces"] = ["bob"]
+    path.write_text(json.dumps(stored))
+    assert access.still_valid(narrowed)  # not reloaded yet: within reload_seconds
+    reload()
+    assert access.still_valid(kept) and not access.still_valid(narrowed) and not access.still_valid(gone)
+
+    good = path.read_bytes()
+    path.write_bytes(good[:10])
+    reload()
+    assert not access.still_valid(kept)  # a broken key file fails closed
+    path.write_bytes(good)
+    reload()
+    assert access.still_valid(kept)
+    revoke_key(path, kept_record.id)
+    reload()
+    assert not access.still_valid(kept)
