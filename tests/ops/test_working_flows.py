@@ -197,9 +197,11 @@ async def test_a_pattern_whose_counted_repeats_multiply_is_refused_before_it_is_
         async def grep(pattern: str) -> dict[str, Any]:
             return await reme.async_execute(name="grep_working_memory", file_path="notes.txt", pattern=pattern)
 
-        for bomb in ("(?:a{1000}){1000}b", "((((a{100}){100}){100}){100})", "a{10001}"):
+        for bomb in ("(?:a{1000}){1000}b", "((((a{100}){100}){100}){100})", "a{10001}", "((a{100})(?#){100})(?#){100}"):
             error = (await grep(bomb))["metadata"].get("error", {})
             assert error.get("code") == "invalid_request", bomb
             assert "at most 10,000" in error["message"] and "nested counts multiply" in error["message"]
+        verbose = (await grep("(?x)((a{100}) {100}) {100}"))["metadata"]["error"]  # spaces there are not atoms
+        assert verbose["code"] == "invalid_request" and "verbose mode" in verbose["message"]
         assert (await grep("a{10000}"))["answer"].startswith("notes.txt:1:aaa")
         assert (await grep("(?:a{100})+b|be(?:ta){1,9000}"))["answer"] == "notes.txt:2:beta"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reme_service.ops.working.pattern_size import expanded_size
+from reme_service.ops.working.pattern_size import expanded_size, turns_on_verbose
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,21 @@ from reme_service.ops.working.pattern_size import expanded_size
         ("((((a{100}){100}){100}){100})", 100_000_000),
         ("(?:x|a{1000}){1000}", 1_000_000),
         ("(a)(b", 2),  # unclosed: counted as it stands (compiling refuses it)
+        ("a {3}", 4),  # a space is an atom, and the count repeats it: never less than what is expanded
+        ("(?x)((a{100}) {100}) {100}", 1_000_101),  # verbose mode (refused anyway): the counts repeat the groups
+        ("((a{100})(?#c){100})(?#c){100}", 1_000_000),  # a comment is invisible: the counts repeat the groups
+        ("((a{100})(?i){100}){100}", 1_000_000),  # so are inline flags
+        ("((a{100})(?V0-s){100}){100}", 1_000_000),
+        ("(?i)abc", 3),
     ],
 )
 def test_expanded_size(pattern: str, atoms: int) -> None:
     assert expanded_size(pattern) == atoms
+
+
+@pytest.mark.parametrize(
+    ("pattern", "verbose"),
+    [("(?x)a b", True), ("(?ix:a)", True), ("(?V1x-s:a)", True), ("(?^x)a", True), ("(?-x:a)", False), ("x)", False)],
+)
+def test_verbose_mode_is_recognised(pattern: str, verbose: bool) -> None:
+    assert turns_on_verbose(pattern) is verbose

@@ -24,7 +24,7 @@ import regex
 
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.ops.working.paths import WorkingRoot
-from reme_service.ops.working.pattern_size import MAX_EXPANDED_ATOMS, expanded_size
+from reme_service.ops.working.pattern_size import MAX_EXPANDED_ATOMS, expanded_size, turns_on_verbose
 
 MAX_PATTERN_CHARS = 1000
 DEFAULT_GREP_TIMEOUT = 1.0  # seconds of matching a grep may spend in all
@@ -49,6 +49,8 @@ def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> reg
         raise InvalidRequestError("pattern must not be empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidRequestError(f"pattern is longer than {MAX_PATTERN_CHARS} characters")
+    if not literal and turns_on_verbose(pattern):
+        raise InvalidRequestError("verbose mode ((?x)) is not supported in patterns; write the pattern without it")
     if not literal and (size := expanded_size(pattern)) > MAX_EXPANDED_ATOMS:
         raise InvalidRequestError(
             f"pattern is too large once its counted repeats are expanded ({size:,} atoms, at most "

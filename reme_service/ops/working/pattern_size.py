@@ -7,6 +7,11 @@ Compiling cannot be interrupted, so the size is judged before: `expanded_size` i
 stands for once every repeat's minimum is expanded (`a{3}` 3, `(ab|c){2,9}` 4, `a*` 1, `a{0,60000}` 1), and a
 pattern over `MAX_EXPANDED_ATOMS` is refused. Measured: 10,000 atoms compile in 2-18 ms.
 
+Verbose mode (`(?x)`, `(?x:...)`) is refused (`turns_on_verbose`): there whitespace and `#` comments are not
+atoms, so a count after them repeats what came before (`(?x)((a{100}) {100}) {100}`), and where the flag applies
+cannot be read without parsing the pattern. Comments `(?#...)` and inline flags `(?i)` are invisible, as they are
+to `regex`: a count after one repeats what came before it.
+
 The reading is deliberately simple and errs large: escapes and character classes are one atom each, a group's
 `?:` or name counts as text, an alternation counts its largest branch, and text `regex` itself would reject is
 counted as it stands (compiling it fails afterwards with the usual 400).
@@ -20,6 +25,10 @@ from dataclasses import dataclass
 MAX_EXPANDED_ATOMS = 10_000
 _COUNT = re.compile(r"\{(\d*)(?:,(\d*))?\}")  # {m}, {m,}, {m,n}, {,n}; anything else in braces is literal (or fuzzy)
 _BRACED_ESCAPES = frozenset("pPNxuUgk")  # \p{L}, \N{name}, \x{263a}, \g{1}: the braces belong to the escape
+# an inline flag group that turns verbose mode on: (?x), (?ix:...), (?V1x-s:...), (?^x)
+_VERBOSE = re.compile(r"\(\?\^?[a-zA-Z0-9]*x[a-zA-Z0-9]*(?:-[a-zA-Z0-9]*)?[:)]")
+# groups `regex` leaves out of the pattern, so a count after one repeats what came before: (?#...), (?i), (?V1-s)
+_INVISIBLE = re.compile(r"\(\?#[^)]*\)?|\(\?\^?[a-zA-Z0-9-]*\)")
 
 
 @dataclass
@@ -27,6 +36,12 @@ class _Group:
     size: int = 0  # atoms of the current branch
     largest: int = 0  # atoms of the largest branch closed by `|`
     last: int = 0  # atoms of the last item, which a following count multiplies
+
+
+def turns_on_verbose(pattern: str) -> bool:
+    """Whether `pattern` has an inline flag group turning verbose mode on (an escaped `\\(?x)` counts too: a
+    literal that rare may be written `[(]?x\\)`)."""
+    return _VERBOSE.search(pattern) is not None
 
 
 def expanded_size(pattern: str) -> int:
@@ -46,6 +61,8 @@ def expanded_size(pattern: str) -> int:
         elif ch == "[":
             i = _class_end(pattern, i)
             _add(group, 1)
+        elif ch == "(" and (invisible := _INVISIBLE.match(pattern, i)) is not None:
+            i = invisible.end()  # nothing, and the last item stays the one a count repeats
         elif ch == "(":
             stack.append(_Group())
             i += 1
@@ -63,6 +80,9 @@ def expanded_size(pattern: str) -> int:
             group.size += extra
             group.last += extra
             i = count.end()
+        elif ch.isspace():  # an atom, but never the item a count repeats (in verbose mode, not even an atom)
+            group.size += 1
+            i += 1
         else:  # a literal, or `*`, `+`, `?`, `.`, `^`, `$`: a quantifier without a count expands nothing
             if ch not in "*+?":
                 _add(group, 1)
