@@ -220,7 +220,9 @@ class Cursors:
             after = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
         except (ValueError, UnicodeDecodeError):
             raise invalid from None
-        if not mac or not hmac.compare_digest(mac, self._mac(workspace_id, query, after)):
+        # compare_digest takes ASCII strings only (a TypeError, a 500, for `é`): compare the bytes
+        expected = self._mac(workspace_id, query, after).encode()
+        if not mac or not hmac.compare_digest(mac.encode("utf-8", "surrogatepass"), expected):
             raise invalid
         return after
 

@@ -123,6 +123,7 @@ def test_limits_and_cursors_are_checked(serve: ServeFn) -> None:
             ("alpha", {"cursor": "bTAwNA." + cursor.split(".")[1]}),
             ("alpha", {"cursor": cursor[:-2] + "xx"}),
             ("alpha", {"cursor": "%%%"}),
+            ("alpha", {"cursor": cursor.split(".")[0] + ".é"}),  # a non-ASCII signature (was a 500)
         ]:
             response = client.get(f"/workspaces/{workspace}/memories", params=params)
             assert response.status_code == 400, (workspace, params, response.text)
@@ -313,6 +314,7 @@ def test_workspaces_are_paged(serve: ServeFn) -> None:
         assert client.get("/workspaces", params={"limit": 501}).status_code == 400
         insert(client, "ws000", [memory(2)])
         memory_cursor = client.get("/workspaces/ws000/memories", params={"limit": 1}).json()["next_cursor"]
-        for bad in ("garbage", first["next_cursor"] + "x", memory_cursor):  # a memory page's cursor is no list's
+        # a memory page's cursor is no list's; a non-ASCII signature was a 500
+        for bad in ("garbage", first["next_cursor"] + "x", memory_cursor, "YQ.é"):
             response = client.get("/workspaces", params={"cursor": bad})
             assert response.status_code == 400 and error_of(response)["code"] == "invalid_request"
