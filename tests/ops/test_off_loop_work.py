@@ -58,7 +58,7 @@ async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
 @pytest.fixture
 async def client(app: ReMeApp) -> AsyncIterator[httpx.AsyncClient]:
     api = create_http_app(app, manage_lifecycle=False)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://reme") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://localhost") as http:
         yield http
 
 
