@@ -11,11 +11,11 @@ A client path is read against the roots: one that starts with a root's name (`do
 directory is not a root. Configuring `file_roots` replaces the defaults with the directories listed (each
 read-write, named by the path as written).
 
-A caller with an API key reads and writes its workspace's own folder of each writable root
-(`<root>/workspaces/<workspace id>`, `for_workspace`), as it does for working-memory files: a key for one workspace
-can neither read another workspace's dump nor overwrite it, nor learn that it exists. Clients still name the
-folder `libraries/...`; read-only roots (the shipped libraries) are shared. Trusted callers (no keys, stdio, the
-Python API) see the roots whole.
+A caller with an API key for some workspaces (not `*`) reads and writes its workspace's own folder of each
+writable root (`<root>/workspaces/<workspace id>`, `for_workspace`), as it does for working-memory files: a key for
+one workspace can neither read another workspace's dump nor overwrite it, nor learn that it exists. Clients still
+name the folder `libraries/...`; read-only roots (the shipped libraries) are shared. Trusted callers (no keys,
+stdio, the Python API) and keys of every workspace (`*`, an operator's) see the roots whole.
 
 A path is judged by where it *resolves*, symlinks followed, and a file is checked again once it is open (the path
 of the open descriptor, from /proc), so neither `..`, nor a symlink inside a root that points outside, nor a

@@ -141,6 +141,26 @@ def test_a_key_dumps_and_loads_only_its_own_workspaces_library_files(serve: Serv
     ]
 
 
+def test_a_key_of_every_workspace_sees_the_whole_library_root(serve: ServeFn, tmp_path: Path) -> None:
+    """An operator's key (`*`) may read and write every workspace anyway: it loads a library put in the root for all
+    and dumps where a trusted caller would, while a key of one workspace does not see that file."""
+    _, admin = create_key(keys_file(tmp_path), workspaces=["*"], scope="admin", name="ops")
+    _, bob = create_key(keys_file(tmp_path), workspaces=["bob"], scope="write", name="bob")
+    shared = tmp_path / "data" / "libraries" / "team.jsonl"
+    shared.parent.mkdir(parents=True)
+    shared.write_text('{"when_to_use": "when onboarding", "content": "read the team runbook"}\n')
+    with serve() as client:
+
+        def act(key: str, workspace: str, action: str, **fields: Any) -> httpx.Response:
+            body = {"workspace_id": workspace, "action": action, **fields}
+            return client.post("/vector_store", json=body, headers=bearer(key))
+
+        assert act(admin, "bob", "load", path="libraries/team.jsonl").json()["metadata"]["action_result"] == {"size": 1}
+        assert act(bob, "bob", "load", path="libraries/team.jsonl").status_code == 404
+        assert act(admin, "bob", "dump", path="exports").status_code == 200
+    assert (tmp_path / "data" / "libraries" / "exports" / "bob.jsonl").is_file()
+
+
 def test_a_read_key_may_read_but_not_write(serve: ServeFn, tmp_path: Path) -> None:
     _, writer = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write")
     _, reader = create_key(keys_file(tmp_path), workspaces=["alice"], scope="read")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from reme_service.auth.caller import TRUSTED, Caller
+from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller
 from reme_service.auth.policy import authorize
 from reme_service.context_vars import current_caller
 from reme_service.file_roots import FileRoots
@@ -60,11 +60,12 @@ class ServiceContext(FlowContext):
 
     @property
     def library_roots(self) -> FileRoots:
-        """Where this request's `vector_store` `dump` and `load` may go: the configured roots for a trusted caller;
-        for a caller with a key, each writable root narrowed to the workspace's own folder (`FileRoots.for_workspace`),
-        so a key reaches no other workspace's library files."""
+        """Where this request's `vector_store` `dump` and `load` may go: the configured roots for a trusted caller
+        and for a key of every workspace (`*`, an operator's: it may read and write them all anyway, and loads the
+        libraries an operator put in the root); for any other key, each writable root narrowed to the workspace's
+        own folder (`FileRoots.for_workspace`), so it reaches no other workspace's library files."""
         roots = self.services.file_roots
-        if self.caller.key_id is None:
+        if self.caller.key_id is None or ALL_WORKSPACES in self.caller.workspaces:
             return roots
         return roots.for_workspace(self.workspace_id)
 
