@@ -236,6 +236,9 @@ class JobsConfig(_Strict):
     workers: int = Field(default=4, ge=1, le=256, description="jobs running at once, over all workspaces")
     per_workspace: int = Field(default=1, ge=1, description="jobs of one workspace running at once")
     max_queued: int = Field(default=10_000, ge=1, description="jobs waiting at most; past it a submission gets 503")
+    max_queued_mb: float = Field(
+        default=1024.0, gt=0, description="MiB of waiting jobs' files at most; past it a submission gets 503"
+    )
     keep_hours: float = Field(
         default=24.0, gt=0, description="finished jobs, and the Idempotency-Key of every job, are kept this long"
     )

@@ -8,10 +8,11 @@ body gives the same job, with another body a 409. Finished jobs are forgotten af
 oldest finished ones sooner when more than `jobs.max_finished` of them, or more than `jobs.max_finished_mb` of their
 files, are kept.
 
-What a job holds in memory is bounded: a running or finished job is kept without its request body (the running
-task holds it), and a finished one without its result too (`_slim`): `GET /jobs/{id}` reads the result from the
-job's file. (Kept whole, 16 finished `vector_store list` jobs of a 100k-memory workspace took the RSS from 982 to
-2,886 MiB.)
+What a job holds in memory is bounded: a job is kept without its request body (a queued one runs from its file, the
+running task holds it), and a finished one without its result too (`_slim`): `GET /jobs/{id}` reads the result
+from the job's file. Waiting jobs are bounded in number (`jobs.max_queued`) and in the bytes of their files
+(`jobs.max_queued_mb`): 10,000 waiting jobs of 32 MiB bodies were 320 GB. (Kept whole, 16 finished `vector_store
+list` jobs of a 100k-memory workspace took the RSS from 982 to 2,886 MiB.)
 
 Several processes (`http.workers`) share the jobs folder: a job runs where its run lock is taken (`JobFiles.claim`),
 each process runs the jobs it accepted unless another took them first, one starting up takes the jobs nobody holds,
@@ -63,6 +64,7 @@ class JobQueue:
         self._stopping = False
         self._mine: set[str] = set()  # jobs this process is running (holds their run lock)
         self._sizes: dict[str, int] = {}  # bytes of the file of each finished job
+        self._waiting: dict[str, int] = {}  # bytes of the file of each queued job
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -137,7 +139,11 @@ class JobQueue:
             idempotency_key=idempotency_key,
             body_hash=body_hash,
         )
-        await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
+        size = await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
+        waiting = sum(self._waiting.values())
+        if self._waiting and waiting + size > self.config.max_queued_mb * 2**20:
+            await asyncio.to_thread(self.files.remove, job)
+            raise OverloadedError(f"{waiting / 2**20:.0f} MiB of jobs are waiting (jobs.max_queued_mb); retry later")
         if idempotency_key is not None:
             digest = key_digest(caller.key_id, idempotency_key)
             holder = await asyncio.to_thread(self.files.reserve_key, digest, job.job_id)
@@ -213,6 +219,10 @@ class JobQueue:
 
     def _remember(self, job: Job, size: int | None = None) -> None:
         self._jobs[job.job_id] = _slim(job)
+        if job.status == "queued":
+            self._waiting[job.job_id] = self.files.size(job.job_id) if size is None else size
+        else:
+            self._waiting.pop(job.job_id, None)
         if job.finished and job.job_id not in self._sizes:
             self._sizes[job.job_id] = self.files.size(job.job_id) if size is None else size
         if job.idempotency_key is not None:
@@ -328,14 +338,16 @@ class JobQueue:
     def _forget(self, job: Job) -> None:
         self._jobs.pop(job.job_id, None)
         self._sizes.pop(job.job_id, None)
+        self._waiting.pop(job.job_id, None)
         if job.idempotency_key is not None:
             self._by_key.pop((job.caller.key_id, job.idempotency_key), None)
 
 
 def _slim(job: Job) -> Job:
-    """What memory keeps of a job: a queued one whole (it runs from it), a running one without its request (the
-    running task holds it), a finished one without request and result (read from its file when asked for)."""
-    if job.status == "queued" or (not job.request and job.result is None):
+    """What memory keeps of a job: a queued one without its request (`_run` reads the job from its file), a running
+    one without it (the running task holds it), a finished one without request and result (read from its file when
+    asked for)."""
+    if not job.request and job.result is None:
         return job
     return job.model_copy(update={"request": {}, "result": None})
 

@@ -129,6 +129,47 @@ async def test_a_full_queue_refuses_new_jobs(tmp_path: Path) -> None:
         await queue.stop()
 
 
+async def test_waiting_jobs_are_bounded_in_bytes_and_kept_without_their_requests(tmp_path: Path) -> None:
+    """Waiting jobs run from their files: memory keeps none of their requests, and past jobs.max_queued_mb of
+    waiting files a submission is refused (503) and leaves no file; the bodies run whole all the same."""
+    seen: list[int] = []
+
+    async def execute(job: Job) -> tuple[int, dict[str, Any]]:
+        seen.append(len(job.request["text"]))
+        await gate.wait()
+        return 200, {"answer": "", "success": True, "metadata": {}}
+
+    gate = asyncio.Event()
+    files = JobFiles(tmp_path)
+    queue = JobQueue(JobsConfig(workers=1, max_queued_mb=1.0), files, execute)
+    body = {"text": "x" * 300_000}  # ~0.3 MiB a job: three wait, the fourth would pass 1 MiB
+
+    async def submit_big(workspace: str) -> Job:
+        job, _ = await queue.submit(
+            flow="f", workspace_id=workspace, request=body, caller=TRUSTED, idempotency_key=None, body_hash=workspace
+        )
+        return job
+
+    await queue.start()
+    try:
+        first = await submit_big("a")
+        await until(lambda: seen == [300_000])  # running: no longer waiting
+        waiting = [await submit_big(ws) for ws in ("b", "c", "d")]
+        assert all(queue._jobs[job.job_id].request == {} for job in waiting)  # nothing of them in memory
+        with pytest.raises(Exception, match="jobs.max_queued_mb") as refused:
+            await submit_big("e")
+        assert getattr(refused.value, "status", None) == 503
+        files_left = await asyncio.to_thread(lambda: list(tmp_path.glob("job_*.json")))
+        assert len(files_left) == 4  # the refused job left no file
+        gate.set()
+        await until(lambda: seen == [300_000] * 4)  # each ran with its whole request, read from its file
+        assert (await queue.get(first.job_id)) is not None
+        await submit_big("f")  # room again once they ran
+    finally:
+        gate.set()
+        await queue.stop()
+
+
 async def test_two_processes_share_the_jobs_folder(tmp_path: Path) -> None:
     """Two queues on one folder stand for two service processes: a job runs in one of them, the other reads it from
     its file, and an Idempotency-Key names one job whichever process is asked."""
