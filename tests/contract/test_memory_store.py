@@ -91,6 +91,10 @@ class TestInProcessSummary:
             count - 2, {"task": 1499, "tool": 1498, "personal": 1}, "2025-01-02 00:00:00"
         )
         assert counted == {"nodes": 0, "default": 0, "counts": 1}  # kept up to date by the writes, not counted again
+        latest = make_node("m00000", vector=unit_vector(1), memory_type="personal", time_modified="2025-01-03 00:00:00")
+        await store.upsert(WS, [latest])  # the latest memory updated: its old time goes, a newer one comes
+        assert (await store.summarize(WS)).last_modified == "2025-01-03 00:00:00"
+        assert counted == {"nodes": 0, "default": 0, "counts": 1}
         await store.delete_ids(WS, ["m00000"])  # the latest goes: counted afresh, still without a node
         assert (await store.summarize(WS)).last_modified == "2025-01-01 00:00:49"
         assert counted == {"nodes": 0, "default": 0, "counts": 2}
