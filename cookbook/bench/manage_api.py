@@ -1,12 +1,15 @@
-"""The management API at scale: a listing page of 100 and a full export at 100k memories, with the server's RSS.
+"""The management API at scale: the workspace list, a listing page of 100 and a full export at 100k memories, with
+the server's RSS.
 
     .venv/bin/python cookbook/bench/manage_api.py                 # 100k memories (about a minute)
     .venv/bin/python cookbook/bench/manage_api.py --size 10000
 
 One service process (local store, hash embedder) loads a synthetic library of `--size` memories
-(retrieval_speed's), then: `GET /workspaces/{id}/memories?limit=100` `--pages` times, each page at a random spot
-(the cursor of the page before it) and the first page, sequentially (p50, p95); then `GET /workspaces/{id}/export`
-read to its end (memories/s), with the server's RSS sampled every 50 ms while it streams (before, peak, after).
+(retrieval_speed's), then: `GET /workspaces` 5 times (the first call, the median of the others, the RSS growth:
+each workspace's summary, `VectorStore.summarize`); `GET /workspaces/{id}/memories?limit=100` `--pages` times,
+each page at a random spot (the cursor of the page before it) and the first page, sequentially (p50, p95); then
+`GET /workspaces/{id}/export` read to its end (memories/s), with the server's RSS sampled every 50 ms while it
+streams (before, peak, after).
 """
 
 from __future__ import annotations
@@ -54,6 +57,37 @@ def listing(server: rs.Server, workspace: str, pages: int, seed: int) -> dict[st
     }
 
 
+def workspaces(server: rs.Server, size: int, calls: int = 5) -> dict[str, float]:
+    """`GET /workspaces` (what the UI asks first) `calls` times: the first call's time, the median of the others,
+    and the server's RSS growth over them (sampled every 20 ms)."""
+    samples: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.02):
+            samples.append(server.rss_bytes())
+
+    before = server.rss_bytes()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    times: list[float] = []
+    with httpx.Client(base_url=server.base_url, headers=rs.api_key_headers(), timeout=600) as client:
+        for _ in range(calls):
+            started = time.perf_counter()
+            response = client.get("/workspaces")
+            times.append(time.perf_counter() - started)
+            response.raise_for_status()
+            if response.json()["workspaces"][0]["size"] != size:
+                raise RuntimeError("the workspace list did not count every memory")
+    stop.set()
+    sampler.join()
+    return {
+        "workspaces_first_ms": 1000 * times[0],
+        "workspaces_again_ms": 1000 * statistics.median(times[1:]),
+        "workspaces_rss_growth_mib": (max([before, *samples]) - before) / MIB,
+    }
+
+
 def export(server: rs.Server, workspace: str, size: int) -> dict[str, float]:
     samples: list[int] = []
     stop = threading.Event()
@@ -96,6 +130,7 @@ def bench(python: str, workdir: Path, size: int, pages: int, seed: int, override
     with rs.running_server(python, workdir, server_overrides, 120.0) as server:
         load_s, loaded = rs.load_library(server, workspace, 1800.0)
         figures: dict[str, Any] = {"size": loaded, "load_s": load_s}
+        figures.update(workspaces(server, loaded))
         figures.update(listing(server, workspace, pages, seed))
         figures.update(export(server, workspace, loaded))
     return figures

@@ -27,6 +27,7 @@ STORE_OPERATIONS = (
     "search",
     "search_hybrid",
     "list_nodes",
+    "summarize",
     "replace_workspace",
     "delete_workspace",
     "copy_workspace",

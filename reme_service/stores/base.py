@@ -24,6 +24,10 @@ Semantics every backend must honour (tests/contract/ checks them):
   approximate index (the in-process stores past `ann.min_rows`, pgvector's HNSW) ranks every row when it is set.
 * **Listing** (`list_nodes`) returns every matching node (no cap) in insertion order; vectors only when asked.
   `list_ids` returns the ids alone, sorted (a stable order to page by).
+* **Summary** (`summarize`, `stores/summary.py`): a workspace's size, its memories by `metadata.memory_type`
+  (missing: "task") and the latest `metadata.time_modified`; an unknown workspace is empty (size 0). The default
+  here lists every node; the in-process stores count their stored metadata without making nodes (and keep the
+  counts up to date as they are written), pgvector runs one SQL aggregate. Every override answers as the default.
 * **Embedding space** (`stores/spaces.py`): each workspace records the space (provider, model, dimension) of the
   embedder that wrote its vectors. `upsert` and the searches refuse a workspace that holds vectors of another
   space than the store's embedder with `EmbeddingSpaceConflictError` (409) naming both; a workspace with no
@@ -47,6 +51,7 @@ from collections.abc import Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.observe.metered import STORE_OPERATIONS, meter_methods
 from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
@@ -54,6 +59,7 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.audited import audit_writes
 from reme_service.stores.bounded import DEFAULT_MAX_MEMORY_BYTES, bound_writes
 from reme_service.stores.spaces import EmbeddingSpace, check_space, space_of
+from reme_service.stores.summary import WorkspaceSummary, summarize_metadata
 from reme_service.stores.vectors import QueryVector
 
 Filter = dict[str, Any]
@@ -183,6 +189,13 @@ class VectorStore(ABC):
         """Every node id of the workspace, sorted ([] for an unknown one). Backends that can answer without decoding
         every node override it (the in-process stores do); here it lists the nodes."""
         return sorted(node.unique_id for node in await self.list_nodes(workspace_id))
+
+    async def summarize(self, workspace_id: str) -> WorkspaceSummary:
+        """The workspace's size, counts by memory type and latest `time_modified` (`stores/summary.py`); empty for
+        an unknown workspace. Here: from every node of `list_nodes`, counted off the event loop when there are many.
+        A backend that can count without making every node overrides it, with the same answer."""
+        nodes = await self.list_nodes(workspace_id)
+        return await off_loop_if(len(nodes) > OFF_LOOP_ITEMS, summarize_metadata, [node.metadata for node in nodes])
 
     @abstractmethod
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:

@@ -71,6 +71,8 @@ _META_SPACE = "reme_embedding_space"  # the workspace's embedding space as JSON 
 
 
 class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
+    """`summarize` is the base's default (every record listed, then counted): Chroma has no aggregation."""
+
     backend = "chroma"
 
     def __init__(self, params: ChromaStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:

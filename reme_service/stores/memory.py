@@ -48,8 +48,10 @@ from functools import partial
 from typing import TypeVar
 
 import numpy as np
+import orjson
 from numpy.typing import NDArray
 
+from reme_service.concurrency import OFF_LOOP_ITEMS
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.ann import MIN_CANDIDATES, AnnIndex
@@ -66,6 +68,7 @@ from reme_service.stores.packed import (
 from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.quantized import QuantizedRows
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
+from reme_service.stores.summary import Tally, WorkspaceSummary
 from reme_service.stores.vectors import (
     QueryVector,
     as_query,
@@ -181,6 +184,7 @@ class WorkspaceState:
         "ann",
         "ann_dirty",
         "quantized",
+        "_tally",
     )
 
     def __init__(
@@ -198,6 +202,7 @@ class WorkspaceState:
         self.ann: AnnIndex | None = None  # the approximate index (big workspaces), kept in step with the rows
         self.ann_dirty: set[int] | None = None  # while an index is built: the rows changed since it started
         self.quantized: QuantizedRows | None = None  # the int8 copy for exact scans; built on first search
+        self._tally: Tally | None = None  # counts by type and latest time (`summarize`), kept up once asked for
 
     def sorted_ids(self) -> list[str]:
         """The ids in sorted order (a copy), sorted once per change of the set of ids: paging through a workspace
@@ -210,6 +215,22 @@ class WorkspaceState:
     @property
     def size(self) -> int:
         return len(self.nodes)
+
+    def summarize(self) -> WorkspaceSummary:
+        """The workspace's summary (`stores/summary.py`). The first call counts every row's stored metadata (no
+        node is made); the tally is then kept up to date by the writes (`apply_upsert`, `apply_delete`), so later
+        calls cost nothing, until a delete or replace removes the node holding the latest time (the tally is then
+        `stale` and counted afresh). Runs under the shared gate; two readers racing both count the same."""
+        tally = self._tally
+        if not self.summary_kept():
+            tally = self._tally = Tally.of(self.nodes.metadatas())
+        assert tally is not None
+        return tally.summary()
+
+    def summary_kept(self) -> bool:
+        """Whether `summarize` answers from its kept tally (no count to make)."""
+        tally = self._tally
+        return tally is not None and not tally.stale and tally.size() == self.size
 
     @classmethod
     def build(cls, batch: Batch) -> WorkspaceState:
@@ -247,7 +268,7 @@ class WorkspaceState:
         if matrix is not None:
             self.matrix = matrix
         self.dim = dim
-        rows, row_nodes, lexical = self.rows, self.nodes, self.lexical
+        rows, row_nodes, lexical, tally = self.rows, self.nodes, self.lexical, self._tally
         targets = np.empty(len(nodes), np.intp)
         for i, node in enumerate(nodes):
             row = rows.get(node.unique_id)
@@ -260,7 +281,11 @@ class WorkspaceState:
             else:
                 if lexical is not None:
                     lexical.replace(row, row_nodes.content(row), node.content)
+                if tally is not None:
+                    tally.remove(row_nodes.metadata(row))
                 row_nodes.replace(row, node)
+            if tally is not None:
+                tally.add(orjson.loads(node.meta))
             targets[i] = row
         self.matrix[targets] = vectors
         if self.ann is not None:
@@ -275,13 +300,15 @@ class WorkspaceState:
         """Delete by id, moving the last row into each hole; returns how many existed."""
         deleted = 0
         rows, row_nodes, matrix, lexical = self.rows, self.nodes, self.matrix, self.lexical
-        ann, dirty, quantized = self.ann, self.ann_dirty, self.quantized
+        ann, dirty, quantized, tally = self.ann, self.ann_dirty, self.quantized, self._tally
         for uid in ids:
             row = rows.pop(uid, None)
             if row is None:
                 continue
             self._sorted_ids = None
             deleted += 1
+            if tally is not None:
+                tally.remove(row_nodes.metadata(row))
             last = len(row_nodes) - 1
             if lexical is not None:  # the same swap: the last row moves into the hole
                 lexical.remove(row, row_nodes.content(row), row_nodes.content(last))
@@ -955,6 +982,16 @@ class MemoryVectorStore(VectorStore):
         if state is None or state.size == 0:
             return []
         return await state.gate.run_shared(state.sorted_ids, inline=state.size < INLINE_ROWS * 16)
+
+    async def summarize(self, workspace_id: str) -> WorkspaceSummary:
+        """From the stored metadata, without making a node, counted once and then kept up to date by the writes
+        (`WorkspaceState.summarize`); a count of more than `OFF_LOOP_ITEMS` rows runs in a worker thread."""
+        validate_workspace_id(workspace_id)
+        state = await self._get(workspace_id)
+        if state is None or state.size == 0:
+            return WorkspaceSummary()
+        inline = state.size <= OFF_LOOP_ITEMS or state.summary_kept()
+        return await state.gate.run_shared(state.summarize, inline=inline)
 
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import orjson
 import zstandard
@@ -123,6 +124,21 @@ class NodeTable:
             end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")  # `_split`, inline: one call a hit, not three
             found.append(trusted_search_hit(ids[row], workspace_id, raw[end:].decode(), loads(raw[_LENGTH:end]), score))
         return found
+
+    def metadata(self, row: int) -> Any:
+        """Row `row`'s metadata, decoded (no node is made)."""
+        raw = self.codec.decode(self.blobs[row])
+        end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
+        return orjson.loads(memoryview(raw)[_LENGTH:end])
+
+    def metadatas(self) -> Iterator[Any]:
+        """Every row's metadata, decoded one at a time in row order, straight from the blobs (no node is made): what
+        a summary of the workspace counts (~2 us a row raw, ~3 compressed, against ~13 to make a `VectorNode`)."""
+        loads, decode = orjson.loads, self.codec.decode if self.codec.compressing else None
+        for blob in self.blobs:
+            raw = blob if decode is None else decode(blob)
+            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
+            yield loads(memoryview(raw)[_LENGTH:end])
 
     def content(self, row: int) -> str:
         return _split(self.codec.decode(self.blobs[row]))[0]

@@ -57,6 +57,9 @@ def point_id(unique_id: str) -> str:
 
 
 class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
+    """`summarize` is the base's default (every point scrolled, then counted): Qdrant counts points but has no
+    grouping by a payload value nor a maximum of one."""
+
     backend = "qdrant"
 
     def __init__(self, params: QdrantStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:

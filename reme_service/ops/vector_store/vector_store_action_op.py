@@ -129,7 +129,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         """Drop the workspace and everything kept of it: its memories in the store (snapshot, log, index) and its
         working-memory folder. The answer says what was purged."""
         async with store.lock(ctx.workspace_id):
-            memories = len(await store.list_nodes(ctx.workspace_id))
+            memories = (await store.summarize(ctx.workspace_id)).size
             deleted = await store.delete_workspace(ctx.workspace_id)
             folder = workspace_working_root(ctx.services.config.working_memory_root, ctx.workspace_id)
             files = await asyncio.to_thread(remove_tree_synced, folder)
