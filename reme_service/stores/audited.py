@@ -129,10 +129,16 @@ def _audited(name: str, method: Method) -> Method:
     return wrapper
 
 
+def wrap_own_methods(cls: type, names: Sequence[str], marker: str, wrap: Callable[[str, Method], Method]) -> None:
+    """Replace each of `names` that `cls` itself defines by `wrap(name, method)` (inherited ones are wrapped where
+    they are defined; abstract ones and those already carrying `marker` are left)."""
+    for name in names:
+        method = cls.__dict__.get(name)
+        if method is None or getattr(method, "__isabstractmethod__", False) or getattr(method, marker, False):
+            continue
+        setattr(cls, name, wrap(name, method))
+
+
 def audit_writes(cls: type) -> None:
     """Wrap the write methods `cls` itself defines (inherited ones are wrapped where they are defined)."""
-    for name in AUDITED_WRITES:
-        method = cls.__dict__.get(name)
-        if method is None or getattr(method, "__isabstractmethod__", False) or getattr(method, "__audited__", False):
-            continue
-        setattr(cls, name, _audited(name, method))
+    wrap_own_methods(cls, AUDITED_WRITES, "__audited__", _audited)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from reme_service.errors import PayloadTooLargeError
-from reme_service.stores.audited import inside_audited_write
+from reme_service.stores.audited import inside_audited_write, wrap_own_methods
 from reme_service.stores.packed import PackedNodes
 
 if TYPE_CHECKING:
@@ -91,8 +91,4 @@ def _bounded(method: Method) -> Method:
 
 def bound_writes(cls: type) -> None:
     """Wrap the memory writes `cls` itself defines (inherited ones are wrapped where they are defined)."""
-    for name in BOUNDED_WRITES:
-        method = cls.__dict__.get(name)
-        if method is None or getattr(method, "__isabstractmethod__", False) or getattr(method, "__bounded__", False):
-            continue
-        setattr(cls, name, _bounded(method))
+    wrap_own_methods(cls, BOUNDED_WRITES, "__bounded__", lambda _, method: _bounded(method))

@@ -23,6 +23,7 @@ from reme_service.server.mcp import create_mcp_http_app
 from tests.conditions import until_sync
 from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
+from tests.sse import next_event
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]
 
@@ -118,15 +119,7 @@ class SseSession:
         assert kind == "endpoint" and "session_id=" in self.endpoint
 
     def next_event(self) -> tuple[str, str]:
-        kind, data = "", ""
-        for line in self.lines:
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = line[6:]
-            elif line == "" and kind:
-                return kind, data
-        raise AssertionError("the stream ended")
+        return next_event(self.lines)
 
     def post(self, message: dict[str, Any], key: str | None = None) -> httpx.Response:
         return self.http.post(self.endpoint, json=message, headers=bearer(key or self.key))

@@ -20,6 +20,7 @@ from tests.conditions import until_sync
 from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import free_port
 from tests.service.conftest import ServeFn
+from tests.sse import next_event
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]
 
@@ -36,15 +37,8 @@ class Stream:
         assert next(self.lines) == "retry: 3000"  # subscribed: nothing published from now on is missed
 
     def next_event(self) -> tuple[str, dict[str, Any]]:
-        kind, data = "", ""
-        for line in self.lines:
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = line[6:]
-            elif line == "" and kind:
-                return kind, json.loads(data)
-        raise AssertionError("the stream ended")
+        kind, data = next_event(self.lines)
+        return kind, json.loads(data)
 
 
 def open_stream(client: httpx.Client, **params: str) -> Any:
