@@ -41,6 +41,7 @@ from reme_service.stores.chroma_lease import ChromaLeases
 from reme_service.stores.chroma_where import (
     SEQ_KEY,
     ChromaWhere,
+    check_leaf_counts,
     chroma_where,
     node_metadata,
     record_metadata,
@@ -304,6 +305,8 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     # ----- writes -----
 
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+        check_leaf_counts(batch.ids, batch.metadatas)
+
         async def work(handle: Any) -> int:
             dim = await self._dim(workspace_id, handle)
             if dim is not None and batch.dim is not None and dim != batch.dim:
@@ -329,6 +332,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         return 0 if deleted is _MISSING else deleted
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        check_leaf_counts(batch.ids, batch.metadatas)
         client = await self.conn.client()
         token = secrets.token_hex(6)
         live = chroma_collection_name(workspace_id, self.prefix)

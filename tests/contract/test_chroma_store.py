@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reme_service.errors import DimensionMismatchError, StoreError
+from reme_service.errors import DimensionMismatchError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.base import VectorStore
 from reme_service.stores.chroma import ChromaVectorStore
 from reme_service.stores.chroma_client import close_async_http_client
+from reme_service.stores.chroma_where import MAX_RECORD_LEAVES
 from reme_service.stores.names import chroma_collection_name
 from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
@@ -188,6 +189,36 @@ async def test_collection_names_are_chroma_names(chroma_server: ChromaServer) ->
         await store.delete_workspace("My.ws_1")
         await store.close()
         await close_async_http_client(client)
+
+
+async def test_a_memory_with_more_metadata_values_than_chroma_can_index_is_refused(
+    chroma_server: ChromaServer,  # noqa: F811
+) -> None:
+    """A record of ~5,500 keys fails Chroma's compaction and every later write to its collection with it. So a memory
+    of more than MAX_RECORD_LEAVES values is a 413 before anything is sent; at the limit it is stored, and so is its
+    update to as many other keys (the old ones are sent as None: twice the limit, still under Chroma's)."""
+    store = ChromaVectorStore(
+        ChromaStoreParams(host=chroma_server.host, port=chroma_server.port), embedder=CountingEmbedder()
+    )
+    wide: dict[str, Any] = {f"k{i}": i for i in range(MAX_RECORD_LEAVES)}
+    other: dict[str, Any] = {f"other{i}": i for i in range(MAX_RECORD_LEAVES)}
+    try:
+        await store.upsert("wide", [make_node("before")])
+        with pytest.raises(PayloadTooLargeError) as caught:
+            await store.upsert("wide", [make_node("ok"), make_node("big", **wide, one_more=1)])
+        assert caught.value.status == 413 and "'big'" in caught.value.message
+        with pytest.raises(PayloadTooLargeError):
+            await store.replace_workspace("wide", [make_node("big", **wide, one_more=1)])
+        assert await store.list_ids("wide") == ["before"]  # nothing of either write
+        await store.upsert("wide", [make_node("at", **wide)])
+        await store.upsert("wide", [make_node("at", **other)])
+        await store.upsert("wide", [make_node("after")])  # the collection still takes writes
+        (at,) = await store.get("wide", ["at"])
+        assert len(at.metadata) == MAX_RECORD_LEAVES and "other0" in at.metadata and "k0" not in at.metadata
+        assert sorted(await store.list_ids("wide")) == ["after", "at", "before"]
+    finally:
+        await store.delete_workspace("wide")
+        await store.close()
 
 
 async def test_foreign_collection_dimension_is_400_at_first_write(chroma_server: ChromaServer) -> None:  # noqa: F811

@@ -11,7 +11,7 @@ import pytest
 
 from tests.service.conftest import ServeFn
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]  # the local store's files
 
 
 def test_files_holding_memories_are_not_readable_by_others(serve: ServeFn, tmp_path: Path) -> None:
