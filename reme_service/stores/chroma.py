@@ -41,7 +41,6 @@ from reme_service.stores.chroma_lease import ChromaLeases
 from reme_service.stores.chroma_where import (
     SEQ_KEY,
     ChromaWhere,
-    check_leaf_counts,
     chroma_where,
     node_metadata,
     record_metadata,
@@ -57,6 +56,7 @@ from reme_service.stores.names import (
 )
 from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
+from reme_service.stores.remote_filter import check_leaf_counts
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import dimension_error
@@ -305,7 +305,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     # ----- writes -----
 
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
-        check_leaf_counts(batch.ids, batch.metadatas)
+        check_leaf_counts("Chroma", batch.ids, batch.metadatas)
 
         async def work(handle: Any) -> int:
             dim = await self._dim(workspace_id, handle)
@@ -332,7 +332,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         return 0 if deleted is _MISSING else deleted
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
-        check_leaf_counts(batch.ids, batch.metadatas)
+        check_leaf_counts("Chroma", batch.ids, batch.metadatas)
         client = await self.conn.client()
         token = secrets.token_hex(6)
         live = chroma_collection_name(workspace_id, self.prefix)

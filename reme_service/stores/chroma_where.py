@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from reme_service.errors import PayloadTooLargeError
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import (
     group_by_kind,
@@ -63,26 +62,6 @@ class ChromaWhere:
 
 def leaf_key(kind: str, path: str) -> str:
     return f"m{kind}.{path}"
-
-
-#: the scalar leaves of one memory's metadata a Chroma record may index. A record of ~5,500 keys (the leaves, plus as
-#: many stale ones set to None by an update) fails Chroma's compaction, and every later write to that collection
-#: then fails too ("Failed to apply logs to the metadata segment"): one memory would lock its workspace for good.
-MAX_RECORD_LEAVES = 2_000
-
-
-def check_leaf_counts(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]]) -> None:
-    """413 for the first memory whose metadata has more than `MAX_RECORD_LEAVES` scalar leaves, before anything of
-    the write reaches Chroma."""
-    for index, (unique_id, metadata) in enumerate(zip(ids, metadatas, strict=True)):
-        count = sum(1 for _ in scalar_leaves(metadata))
-        if count > MAX_RECORD_LEAVES:
-            raise PayloadTooLargeError(
-                f"memory {index} of the write (id {unique_id!r}) has {count} values in its metadata; the Chroma "
-                f"backend indexes at most {MAX_RECORD_LEAVES} per memory (more break its metadata segment). "
-                "Nothing was written",
-                details={"index": index, "memory_id": unique_id, "values": count, "limit": MAX_RECORD_LEAVES},
-            )
 
 
 def record_metadata(unique_id: str, seq: int, metadata: Mapping[str, Any]) -> dict[str, Any]:

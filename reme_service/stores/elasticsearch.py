@@ -67,6 +67,7 @@ from reme_service.stores.filters import Condition
 from reme_service.stores.names import check_es_prefix, es_alias_name, es_index_name, es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
+from reme_service.stores.remote_filter import check_leaf_counts
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import QueryVector, as_query, dimension_error
@@ -340,6 +341,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
 
     async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
         assert batch.dim is not None
+        check_leaf_counts("Elasticsearch", batch.ids, batch.metadatas)
         async with self._write_lock(workspace_id):
             dims = await self._dims_of(workspace_id)
             alias = self._alias(workspace_id)
@@ -376,6 +378,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         return deleted
 
     async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+        check_leaf_counts("Elasticsearch", batch.ids, batch.metadatas)
         alias = self._alias(workspace_id)
         index = es_index_name(alias, time.time_ns())
         dims = batch.dim or self.embedder.dimensions

@@ -16,11 +16,12 @@ translate and applies the full predicate (`FilterPlan.predicate`) itself.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from reme_service.errors import PayloadTooLargeError
 from reme_service.stores.filters import Condition, NodePredicate, compile_filter, parse_filter
 
 LeafKind = Literal["s", "n", "b", "z"]
@@ -56,6 +57,27 @@ def leaf_value(kind: LeafKind, value: Any) -> Any:
 def is_exact_number(value: Any) -> bool:
     """Whether a float keeps this number's identity (so equality and order survive the conversion)."""
     return not isinstance(value, int) or abs(value) <= EXACT_INT_LIMIT
+
+
+#: the scalar leaves of one memory's metadata a Chroma record or an Elasticsearch document may index (each leaf a key
+#: of the record, or a nested document). A Chroma record of ~5,500 keys (the leaves, plus as many stale ones set to
+#: None by an update) fails Chroma's compaction, and every later write to that collection then fails too ("Failed
+#: to apply logs to the metadata segment"): one memory would lock its workspace for good. Elasticsearch refuses a
+#: document of more than 10,000 nested objects (`index.mapping.nested_objects.limit`).
+MAX_RECORD_LEAVES = 2_000
+
+
+def check_leaf_counts(backend: str, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]]) -> None:
+    """413 for the first memory whose metadata has more than `MAX_RECORD_LEAVES` scalar leaves, before anything of
+    the write reaches the `backend`."""
+    for index, (unique_id, metadata) in enumerate(zip(ids, metadatas, strict=True)):
+        count = sum(1 for _ in scalar_leaves(metadata))
+        if count > MAX_RECORD_LEAVES:
+            raise PayloadTooLargeError(
+                f"memory {index} of the write (id {unique_id!r}) has {count} values in its metadata; the {backend} "
+                f"backend indexes at most {MAX_RECORD_LEAVES} per memory. Nothing was written",
+                details={"index": index, "memory_id": unique_id, "values": count, "limit": MAX_RECORD_LEAVES},
+            )
 
 
 def scalar_leaves(metadata: Mapping[str, Any]) -> Iterator[tuple[str, LeafKind, Any]]:

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
+from reme_service.errors import DimensionMismatchError, InvalidRequestError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.elasticsearch import ElasticsearchVectorStore
 from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
+from reme_service.stores.remote_filter import MAX_RECORD_LEAVES
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
 from tests.contract.store_contract import (
     CORPUS,
@@ -112,6 +113,24 @@ async def test_listing_is_not_capped_at_10000(store: ElasticsearchVectorStore) -
     odd = await store.list_nodes(WS, filter={"metadata.i": {"gte": 5}}, with_vectors=True)
     assert len(odd) == count - 5 and odd[0].unique_id == "n00005"
     np.testing.assert_array_equal(odd[0].vector, vectors[5] / np.linalg.norm(vectors[5]))
+
+
+async def test_a_memory_with_more_metadata_values_than_can_be_indexed_is_refused(
+    store: ElasticsearchVectorStore,
+) -> None:
+    """Each metadata value is a nested document, and Elasticsearch refuses a document of more than 10,000 (a store
+    error, a 503, after part of a bulk may have landed): more than MAX_RECORD_LEAVES is a 413 before anything is
+    sent, by upsert and by replace; at the limit the memory is stored."""
+    wide: dict[str, Any] = {f"k{i}": i for i in range(MAX_RECORD_LEAVES)}
+    await store.upsert(WS, [make_node("before")])
+    with pytest.raises(PayloadTooLargeError) as caught:
+        await store.upsert(WS, [make_node("ok"), make_node("big", one_more=1, **wide)])
+    assert caught.value.status == 413 and "Elasticsearch" in caught.value.message
+    with pytest.raises(PayloadTooLargeError):
+        await store.replace_workspace(WS, [make_node("big", one_more=1, **wide)])
+    assert ids(await store.list_nodes(WS)) == ["before"]
+    await store.upsert(WS, [make_node("at", **wide)])
+    assert sorted(ids(await store.list_nodes(WS))) == ["at", "before"]
 
 
 async def test_small_pages_read_one_snapshot(es_url: str) -> None:
