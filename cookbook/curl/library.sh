@@ -23,7 +23,7 @@ post vector_store '{"workspace_id": "'"$WS"'_copy", "action": "list"}'
 expect "when_to_use" "the copied memories"
 
 # 4. Dump a workspace as a library file: <data_dir>/libraries/reme_library_dumps/<workspace_id>.jsonl on the server
-#    (with an API key: under <data_dir>/libraries/workspaces/<workspace_id>/, the key's own folder).
+#    (with an API key for some workspaces: under <data_dir>/libraries/workspaces/<workspace_id>/, the key's own folder).
 post vector_store '{"workspace_id": "'"$WS"'_copy", "action": "dump", "path": "reme_library_dumps"}'
 
 post vector_store '{"workspace_id": "'"$WS"'", "action": "delete"}'

@@ -74,11 +74,9 @@ def test_curl_cookbook_runs_against_a_live_server(serve: ServeFn, tmp_path: Path
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "curl cookbook: 5 passed, 0 failed, 0 skipped" in output, output
-    libraries = tmp_path / "data" / "libraries"
-    dumps = list(libraries.rglob("reme_library_dumps/curl_library_*_copy.jsonl"))
-    assert dumps, "the dump was written"
-    # a caller with a key dumps into its workspace's own folder (libraries/workspaces/<id>/...)
-    assert all((path.relative_to(libraries).parts[0] == "workspaces") is keyed for path in dumps), dumps
+    # open, or with a key of every workspace, the dump is in the library root itself
+    dumps = tmp_path / "data" / "libraries" / "reme_library_dumps"
+    assert list(dumps.glob("curl_library_*_copy.jsonl")), "the dump was written"
 
 
 def test_curl_runner_fails_when_a_request_fails(serve: ServeFn, tmp_path: Path) -> None:
