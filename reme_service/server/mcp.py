@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service import __version__
 from reme_service.server.auth_gate import AuthGate
+from reme_service.server.mcp_body import StrictJsonBody
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
 from reme_service.server.origin_guard import host_patterns, loopback_bound
@@ -128,7 +129,7 @@ class McpEndpoints:
                 )
                 # No `GET /mcp`: a stateless transport has nothing to send on it, and the stream would stay open
                 # for as long as the client liked, its key revoked or not; 405 is the spec's "no stream here".
-                handler = _AsgiEndpoint(self._session_manager.handle_request)
+                handler = _AsgiEndpoint(StrictJsonBody(self._session_manager.handle_request))
                 self.routes.append(Route("/mcp", handler, methods=["POST", "DELETE"]))
             else:
                 raise ValueError(f"unknown MCP HTTP transport {transport!r}; valid: sse, streamable-http")
@@ -146,7 +147,7 @@ def _sse_routes(sessions: SseSessions) -> list[Route | Mount]:
     return [
         Route("/sse", _AsgiEndpoint(sessions.open), methods=["GET"]),
         Route("/sse/", _AsgiEndpoint(sessions.open), methods=["GET"]),  # ReMe's examples use the trailing slash
-        Mount("/messages/", sessions.post),
+        Mount("/messages/", StrictJsonBody(sessions.post)),
     ]
 
 

@@ -12,9 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.app import ReMeApp
 from reme_service.schema.json_limits import MAX_JSON_DEPTH
+from reme_service.server.mcp import create_mcp_http_app
 from reme_service.stores.workspace_ids import WORKSPACE_ID_PATTERN
+from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
+from tests.sse import next_event
 
 pytestmark = pytest.mark.service
 
@@ -258,3 +262,45 @@ def test_numbers_json_cannot_carry_are_400_and_nothing_is_stored(serve: ServeFn,
         assert good.status_code == 200 and good.json()["success"] is True, good.text[:300]
         strings = client.post("/retrieve_tool_memory", json={"workspace_id": "nums", "tool_names": "search"})
         assert strings.status_code == 200 and strings.json()["success"] is True
+
+
+MCP_INSERT = (
+    '{{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {{"name": "vector_store", "arguments": '
+    '{{"workspace_id": "nums", "action": "insert", "memory_dicts": [{{"when_to_use": "w", "content": "c", '
+    '"metadata": {{"x": {number}}}}}]}}}}}}'
+)
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400", "1" + "0" * 400 + ".0"])
+def test_numbers_json_cannot_carry_are_a_parse_error_over_mcp_too(serve: ServeFn, number: str) -> None:
+    """The MCP SDK parses a posted message itself and hands a tool null for NaN, Infinity and numbers past a double
+    (stored, and answered as success): the body is read by the flows' parser first, and refused as JSON-RPC
+    refuses malformed JSON (400, code -32700); nothing is stored. The same call with 1.5 runs."""
+    with serve() as client:
+        refused = client.post("/mcp", content=MCP_INSERT.format(number=number), headers=MCP_HEADERS)
+        assert refused.status_code == 400, refused.text[:300]
+        error = refused.json()["error"]
+        assert error["code"] == -32700 and ("not JSON" in error["message"] or "double" in error["message"]), error
+        listed = post_raw(client, "vector_store", {"workspace_id": "nums", "action": "list"})
+        assert listed.json()["metadata"]["action_result"] == []
+        ran = client.post("/mcp", content=MCP_INSERT.format(number="1.5"), headers=MCP_HEADERS)
+        assert ran.status_code == 200 and '"isError":false' in ran.text.replace(" ", ""), ran.text[:300]
+
+
+def test_an_mcp_sse_message_with_nan_is_a_parse_error_when_mcp_serves_alone(tmp_path: Path) -> None:
+    """Served alone (`backend=mcp`), without the HTTP edge that reads bodies first: the message is read, refused
+    the same way, and nothing reaches the session."""
+    app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", env={})
+    with (
+        serve_in_thread(create_mcp_http_app(app, "sse")) as base_url,
+        httpx.Client(base_url=base_url, timeout=10) as http,
+        http.stream("GET", "/sse") as opened,
+    ):
+        lines = opened.iter_lines()  # kept: a dropped line iterator closes the stream
+        kind, endpoint = next_event(lines)
+        assert kind == "endpoint"
+        refused = http.post(endpoint, content=MCP_INSERT.format(number="NaN"), headers=MCP_HEADERS)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == -32700, refused.text[:300]
+        accepted = http.post(endpoint, content=MCP_INSERT.format(number="1.5"), headers=MCP_HEADERS)
+        assert accepted.status_code == 202  # the well-formed message reaches the session (its reply: on the stream)
