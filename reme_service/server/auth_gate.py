@@ -10,20 +10,14 @@ private; so do the memory browser's static files (`/ui`: no data, the page asks 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service.auth.access import Access
 from reme_service.auth.credentials import presented_key
 from reme_service.context_vars import current_caller
 from reme_service.errors import RateLimitedError, ReMeError, UnauthorizedError
-from reme_service.server.envelope import envelope_response, request_id_from
+from reme_service.server.envelope import request_id_from, send_envelope
 from reme_service.server.ui import UI_PATHS
-
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset(
     {"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", *UI_PATHS}
@@ -36,7 +30,7 @@ class AuthGate:
         self.app = app
         self.access = access
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
         if (
             scope["type"] != "http"
@@ -49,7 +43,7 @@ class AuthGate:
         try:
             caller = self.access.caller(presented_key(scope.get("headers", ())))
         except ReMeError as error:
-            await self.refuse(scope, send, error)
+            await self._refuse(scope, send, error)
             return
         token = current_caller.set(caller)
         try:
@@ -58,13 +52,9 @@ class AuthGate:
             current_caller.reset(token)
 
     @staticmethod
-    async def refuse(scope: Message, send: Send, error: ReMeError) -> None:
+    async def _refuse(scope: Scope, send: Send, error: ReMeError) -> None:
         """Answer with `error` in the failure envelope (401 with `WWW-Authenticate`, 429 with `Retry-After`)."""
         retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
-        status, headers, body = envelope_response(
-            error, request_id_from(scope.get("headers", ())), retry_after=retry_after
-        )
-        if isinstance(error, UnauthorizedError):
-            headers.append((b"www-authenticate", b'Bearer realm="reme"'))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        challenge = [(b"www-authenticate", b'Bearer realm="reme"')] if isinstance(error, UnauthorizedError) else None
+        request_id = request_id_from(scope.get("headers", ()))
+        await send_envelope(send, error, request_id, retry_after=retry_after, extra=challenge)

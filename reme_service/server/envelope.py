@@ -1,5 +1,5 @@
 """Answers of the HTTP edge: a JSON body (`json_response`), and the failure envelope for errors answered before (or
-instead of) a flow, as ASGI messages or raw HTTP/1.1 bytes, always in the documented shape
+instead of) a flow, as ASGI messages (`send_envelope`) or raw HTTP/1.1 bytes, always in the documented shape
 `{"answer": "", "success": false, "metadata": {"error": ...}}`."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from http import HTTPStatus
 
 import orjson
 from fastapi.responses import Response
+from starlette.types import Send
 
 from reme_service.errors import ReMeError, error_envelope
 
@@ -56,6 +57,21 @@ def envelope_response(
     if close:
         headers.append((b"connection", b"close"))
     return error.status, headers, body
+
+
+async def send_envelope(
+    send: Send,
+    error: ReMeError,
+    request_id: str,
+    *,
+    retry_after: int | None = None,
+    close: bool = False,
+    extra: Headers | None = None,
+) -> None:
+    """Answer an ASGI request with the failure envelope for `error` (`envelope_response`; `extra` headers too)."""
+    status, headers, body = envelope_response(error, request_id, retry_after=retry_after, close=close)
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *(extra or [])]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def raw_response(error: ReMeError, *, retry_after: int | None = None, extra: Mapping[str, str] | None = None) -> bytes:

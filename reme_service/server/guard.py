@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reme_service.errors import (
     InvalidRequestError,
@@ -30,17 +30,12 @@ from reme_service.errors import (
     ReMeError,
     RequestTimeoutError,
 )
-from reme_service.server.envelope import envelope_response, request_id_from
+from reme_service.server.envelope import request_id_from, send_envelope
 
 logger = logging.getLogger("reme_service.http")
 
 BODY_KEY = "reme.body"  # the scope key of the request body the guard has read
 UNCOUNTED_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/metrics", "/events"})
-
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -66,7 +61,7 @@ class EdgeGuard:
         self.limits = limits
         self.in_flight = 0
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["method"] == "GET" and scope["path"] in UNCOUNTED_PATHS):
             await self.app(scope, receive, send)
             return
@@ -84,7 +79,7 @@ class EdgeGuard:
         # the whole body, for the flow endpoints (`http.py`), which so skip re-reading it through `receive`
         scope[BODY_KEY] = body[0].get("body", b"") if len(body) == 1 else b"".join(m.get("body", b"") for m in body)
         try:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
         finally:
             self.in_flight -= 1
 
@@ -95,7 +90,7 @@ class EdgeGuard:
             error = OverloadedError(f"the server is busy ({limit} requests in flight); retry shortly")
             raise _Rejected(error, close=True, retry_after=self.limits.retry_after)
 
-    def _check_declared_length(self, scope: Message) -> None:
+    def _check_declared_length(self, scope: Scope) -> None:
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -151,22 +146,18 @@ class EdgeGuard:
         )
 
     @staticmethod
-    async def _answer(scope: Message, send: Send, rejected: _Rejected) -> None:
+    async def _answer(scope: Scope, send: Send, rejected: _Rejected) -> None:
         request_id = request_id_from(scope.get("headers", ()))
-        status, headers, body = envelope_response(
-            rejected.error, request_id, retry_after=rejected.retry_after, close=rejected.close
-        )
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        await send_envelope(send, rejected.error, request_id, retry_after=rejected.retry_after, close=rejected.close)
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
     """A `receive` that hands out the buffered body messages first, then defers to the server's (disconnects)."""
     pending = list(messages)
 
-    async def replay() -> Message:
+    async def replayed() -> Message:
         if pending:
             return pending.pop(0)
         return await receive()
 
-    return replay
+    return replayed

@@ -36,11 +36,12 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service import __version__
+from reme_service.auth.access import is_loopback
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_body import StrictJsonBody
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
-from reme_service.server.origin_guard import host_patterns, loopback_bound
+from reme_service.server.origin_guard import host_patterns
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
@@ -86,7 +87,7 @@ def _security(host: str, extra_hosts: list[str], origins: list[str]) -> Transpor
     `0.0.0.0:*` among them (every ReMe MCP example connects to `http://0.0.0.0:8002/sse/`, which reaches a local
     server, and a browser cannot be made to send it by a rebinding domain), plus `http.allowed_hosts` and
     `mcp.allowed_hosts`. `origins` (`http.cors_origins`) are accepted besides `http://` each of those names."""
-    if not loopback_bound(host):
+    if not is_loopback(host):
         return None  # bound to a routable address on purpose: Host checks would only get in the way (keys guard it)
     hosts = host_patterns(extra_hosts)
     allowed_origins = [f"http://{name}" for name in hosts] + [origin for origin in origins if origin != "*"]

@@ -12,19 +12,12 @@ Mounted on the HTTP service the body has been read already (`EdgeGuard`, `scope[
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
-
 import orjson
 from fastapi.exceptions import RequestValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service.server.body import parse_json
-from reme_service.server.guard import BODY_KEY
-
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+from reme_service.server.guard import BODY_KEY, replay
 
 PARSE_ERROR = -32700  # JSON-RPC 2.0: invalid JSON was received
 
@@ -33,7 +26,7 @@ class StrictJsonBody:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -42,7 +35,7 @@ class StrictJsonBody:
             read = await _read_body(receive)
             if read is None:  # the client went away
                 return
-            body, receive = read, _once(read, receive)
+            body, receive = read, replay([{"type": "http.request", "body": read, "more_body": False}], receive)
         if body.strip():  # an empty body is the SDK's to answer
             try:
                 parse_json(body)
@@ -61,20 +54,6 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _once(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands out `body` whole, then defers to the server's (disconnects)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _reason(exc: RequestValidationError) -> str:

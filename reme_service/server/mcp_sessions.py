@@ -31,7 +31,7 @@ from reme_service.auth.access import Access
 from reme_service.auth.caller import TRUSTED, Caller
 from reme_service.context_vars import current_caller
 from reme_service.errors import NotFoundError
-from reme_service.server.auth_gate import AuthGate
+from reme_service.server.envelope import request_id_from, send_envelope
 
 _ENDPOINT_SESSION = re.compile(rb"session_id=([0-9a-f]{32})")
 
@@ -77,7 +77,8 @@ class SseSessions:
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _session_id(scope)
         if session_id is not None and self._openers.get(session_id) != (current_caller.get() or TRUSTED):
-            await AuthGate.refuse(scope, send, NotFoundError("no such MCP session"))
+            request_id = request_id_from(scope.get("headers", ()))
+            await send_envelope(send, NotFoundError("no such MCP session"), request_id)
             return
         await self._transport.handle_post_message(scope, receive, send)
 

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
-from typing import Any
+from collections.abc import Collection
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reme_service.context_vars import current_request
 from reme_service.observe.metrics import Metrics
 from reme_service.observe.request_info import RequestInfo
 from reme_service.server.envelope import request_id_of
-
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 CLIENT_GONE = 499  # the status logged and counted for a request its client abandoned (nginx's convention)
 
@@ -34,7 +30,7 @@ class RequestObserver:
         self.flows = frozenset(flows)
         self.access_log = access_log
 
-    def route_of(self, scope: Message) -> str:
+    def route_of(self, scope: Scope) -> str:
         """The series a request counts in: the flow's name, else the template of the route that served it
         (`/workspaces/{workspace_id}/memories`, `/jobs/{job_id}`), else `other` — so paths never make new series."""
         route = scope.get("route")
@@ -47,7 +43,7 @@ class RequestObserver:
             return "/messages/"
         return "other"
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -30,32 +30,24 @@ top-level navigations (a link to `/ui` sends no `Origin`). Refusals are the fail
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service.auth.access import is_loopback
 from reme_service.errors import CrossOriginError, MisdirectedRequestError, ReMeError
-from reme_service.server.envelope import envelope_response, request_id_from
+from reme_service.server.envelope import request_id_from, send_envelope
 
 logger = logging.getLogger("reme_service.http")
 
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 #: names that reach a loopback service only from this machine; any port. `0.0.0.0` because every ReMe example
 #: connects to `http://0.0.0.0:8002`, which reaches a local server, and no rebinding domain makes a browser send it.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "0.0.0.0")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def loopback_bound(host: str) -> bool:
-    """Whether a service listening on `host` is reachable from this machine only (Host checks apply)."""
-    return is_loopback(host)
 
 
 def host_patterns(*extra: Iterable[str]) -> list[str]:
@@ -123,7 +115,7 @@ class OriginPolicy:
 
     @classmethod
     def of(cls, bind_host: str, allowed_hosts: Iterable[str], cors_origins: Iterable[str]) -> OriginPolicy:
-        return cls(loopback_bound(bind_host), tuple(host_patterns(allowed_hosts)), frozenset(cors_origins))
+        return cls(is_loopback(bind_host), tuple(host_patterns(allowed_hosts)), frozenset(cors_origins))
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         return "*" in self.cors_origins or origin in self.cors_origins or same_origin(origin, host)
@@ -134,7 +126,7 @@ class OriginGuard:
         self.app = app
         self.policy = policy
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -142,11 +134,9 @@ class OriginGuard:
         if error is None:
             await self.app(scope, receive, send)
             return
-        status, headers, body = envelope_response(error, request_id_from(scope.get("headers", ())))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        await send_envelope(send, error, request_id_from(scope.get("headers", ())))
 
-    def _check(self, scope: Message) -> ReMeError | None:
+    def _check(self, scope: Scope) -> ReMeError | None:
         host = origin = fetch_site = None
         for name, value in scope.get("headers", ()):
             if name == b"host":
