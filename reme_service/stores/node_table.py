@@ -45,6 +45,11 @@ def _split(raw: bytes) -> tuple[str, bytes]:
     return raw[end:].decode(), raw[_LENGTH:end]
 
 
+def _meta(raw: bytes) -> memoryview:
+    """The metadata JSON of a raw row, without copying it or decoding the content."""
+    return memoryview(raw)[_LENGTH : _LENGTH + int.from_bytes(raw[:_LENGTH], "little")]
+
+
 class NodeCodec:
     """How one table's blobs are encoded: raw, or zstd with the table's own dictionary. A compressor serves one
     writer at a time (writes to a workspace are serialised); readers run in several threads, each with its own
@@ -127,18 +132,14 @@ class NodeTable:
 
     def metadata(self, row: int) -> Any:
         """Row `row`'s metadata, decoded (no node is made)."""
-        raw = self.codec.decode(self.blobs[row])
-        end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
-        return orjson.loads(memoryview(raw)[_LENGTH:end])
+        return orjson.loads(_meta(self.codec.decode(self.blobs[row])))
 
     def metadatas(self) -> Iterator[Any]:
         """Every row's metadata, decoded one at a time in row order, straight from the blobs (no node is made): what
         a summary of the workspace counts (~2 us a row raw, ~3 compressed, against ~13 to make a `VectorNode`)."""
         loads, decode = orjson.loads, self.codec.decode if self.codec.compressing else None
         for blob in self.blobs:
-            raw = blob if decode is None else decode(blob)
-            end = _LENGTH + int.from_bytes(raw[:_LENGTH], "little")
-            yield loads(memoryview(raw)[_LENGTH:end])
+            yield loads(_meta(blob if decode is None else decode(blob)))
 
     def content(self, row: int) -> str:
         return _split(self.codec.decode(self.blobs[row]))[0]
