@@ -89,6 +89,7 @@ class Conversation:
     cues: dict[str, NDArray[np.float32]] = field(default_factory=dict)  # cue -> (q, n) unit bonuses
     written: list[NDArray[np.float64]] = field(default_factory=list)  # per question: 1 for turns of a named period
     lists: list[bool] = field(default_factory=list)  # per question: it asks for a list (`rescore.asks_for_list`)
+    shift: NDArray[np.float32] | None = None  # per turn: subtracted from its cosine (locomo_vectors.py's hub term)
 
 
 def with_captions(sample: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +199,8 @@ def rank(conv: Conversation, qi: int, config: Config) -> list[int]:
     """The top 5 turns of question `qi` under `config` (what the service would return)."""
     texts = "context" if config.neighbour else "own"
     cosine = conv.vectors["maxsim"][qi] if config.maxsim else conv.vectors[texts] @ conv.vectors["query"][qi]
+    if conv.shift is not None:
+        cosine = cosine - conv.shift
     fused = fuse(cosine.astype(np.float32), conv.lexical[texts, config.stem][qi], config.weight).astype(np.float64)
     if config.period:  # the op searches the period too, so its turns compete for the pool with their bonus
         fused = fused + config.period * conv.written[qi]
