@@ -85,3 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"reme: cannot start: {exc.message}\n")
         return 2
     return 0
+
+
+if __name__ == "__main__":  # `python -m reme_service.cli` as well as `python -m reme_service`
+    raise SystemExit(main())

@@ -9,7 +9,8 @@ reme backend=mcp mcp.transport=streamable-http             # POST /mcp (stateles
 
 Built on the official SDK's low-level `Server` so each tool's schema can be the flow's own request schema
 (FastMCP derives schemas from Python signatures, which generated flows do not have). The HTTP transports also
-answer `GET /health`. Loopback hosts get the SDK's DNS-rebinding protection (Host and Origin checked). Behind
+answer `GET /health`. Loopback hosts get the SDK's DNS-rebinding protection (Host and Origin checked), and
+`/health` the HTTP service's `OriginGuard`. Behind
 `AuthGate`, an SSE session is bound to the key that opened it and ends when that key is revoked
 (`mcp_sessions.py`); streamable HTTP keeps no session, so each request runs as its own key.
 """
@@ -30,7 +31,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -41,7 +41,7 @@ from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_body import StrictJsonBody
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
-from reme_service.server.origin_guard import host_patterns
+from reme_service.server.origin_guard import OriginGuard, OriginPolicy, host_patterns
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
@@ -157,10 +157,18 @@ def create_mcp_http_app(app: ReMeApp, transport: HttpTransport, *, manage_lifecy
     stops `app`."""
     endpoints = McpEndpoints(app, (transport,), host=app.config.mcp.host)
 
-    async def health(_: Request) -> Response:
-        return Response(orjson.dumps(await app.health()), media_type="application/json")
+    config = app.config
+    # The transports have the SDK's transport security; `/health` gets the HTTP service's check of Host and Origin
+    # (`OriginGuard`), so a DNS-rebinding page cannot read it either.
+    policy = OriginPolicy.of(
+        config.mcp.host, [*config.http.allowed_hosts, *config.mcp.allowed_hosts], config.http.cors_origins
+    )
 
-    routes = [*endpoints.routes, Route("/health", health, methods=["GET"])]
+    async def health(scope: Scope, receive: Receive, send: Send) -> None:
+        answer = Response(orjson.dumps(await app.health()), media_type="application/json")
+        await answer(scope, receive, send)
+
+    routes = [*endpoints.routes, Route("/health", _AsgiEndpoint(OriginGuard(health, policy)), methods=["GET"])]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -18,9 +18,11 @@ from tests.service.conftest import ServeFn
 pytestmark = pytest.mark.service
 
 
-def _run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run_cli(
+    *args: str, cwd: Path, timeout: float = 60, module: str = "reme_service"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reme_service", *args],
+        [sys.executable, "-m", module, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -65,8 +67,9 @@ def test_help_and_version(tmp_path: Path) -> None:
     result = _run_cli("--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage: reme" in result.stdout
     assert "reme keys create" in result.stdout and "reme audit" in result.stdout  # the subcommands are listed
-    version = _run_cli("--version", cwd=tmp_path)
-    assert version.returncode == 0 and version.stdout.strip() == f"reme-service {__version__}"
+    for module in ("reme_service", "reme_service.cli"):  # the entry point's own module runs it too
+        version = _run_cli("--version", cwd=tmp_path, module=module)
+        assert version.returncode == 0 and version.stdout.strip() == f"reme-service {__version__}", module
 
 
 def test_a_taken_port_or_a_bad_log_level_is_one_line_before_serving(tmp_path: Path) -> None:

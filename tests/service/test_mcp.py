@@ -28,7 +28,7 @@ from mcp.types import CallToolResult, TextContent
 
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
-from reme_service.server.mcp import create_mcp_http_app
+from reme_service.server.mcp import HttpTransport, create_mcp_http_app
 from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import service_process
 
@@ -274,6 +274,29 @@ async def test_sse_at_the_address_every_reme_example_uses(tmp_path: Path, monkey
         async with httpx.AsyncClient(timeout=5) as client:  # a name that does not reach this machine stays refused
             refused = await client.get(f"{base_url}/sse/", headers={"Host": "evil.example:80"})
         assert refused.status_code == 421
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+async def test_the_standalone_health_route_refuses_rebinding_and_cross_site_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: HttpTransport
+) -> None:
+    """Served alone on loopback, `/health` answers the loopback names and no DNS-rebinding Host or foreign page, as
+    the HTTP service's routes (`OriginGuard`)."""
+    monkeypatch.chdir(tmp_path)
+    app = ReMeApp(*_app_args(tmp_path), env={})
+    with serve_in_thread(create_mcp_http_app(app, transport)) as base_url:
+        port = base_url.rsplit(":", 1)[1]
+        async with httpx.AsyncClient(timeout=5) as client:
+            for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"0.0.0.0:{port}"):
+                served = await client.get(f"{base_url}/health", headers={"Host": host})
+                assert served.status_code == 200 and served.json()["status"] == "healthy", served.text
+            rebound = await client.get(f"{base_url}/health", headers={"Host": f"evil.example:{port}"})
+            foreign = await client.get(f"{base_url}/health", headers={"Origin": "https://evil.example"})
+    assert rebound.status_code == 421, rebound.text
+    assert rebound.json()["metadata"]["error"]["code"] == "misdirected_request"
+    assert foreign.status_code == 403, foreign.text
+    assert foreign.json()["metadata"]["error"]["code"] == "cross_origin"
 
 
 @pytest.mark.anyio
