@@ -16,8 +16,6 @@ generalised. Findings: docs/retrieval_quality.md (not built: it learns the conve
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -30,10 +28,8 @@ from locomo_cv import (
     Config,
     Conversation,
     Row,
-    conversation_of,
-    embed_all,
+    load_prepared,
     mean,
-    prepare,
     rank,
     score,
     session_of,
@@ -138,12 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
-    convs = [conversation_of(sample) for sample in json.loads(args.data.read_text(encoding="utf-8"))]
-    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
-    texts += [q for c in convs for q, _, _ in c.questions]
-    print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
-    print(f"embedding {len(set(texts))} texts with local MiniLM (cache {args.cache}) ...", flush=True)
-    prepare(convs, asyncio.run(embed_all(texts, "local", args.cache)))
+    convs = load_prepared(args.data, args.cache)
     queries = {c.sample_id: c.vectors["query"].astype(np.float64) for c in convs}
     config = service_config()
     kind = "diagonal" if args.diagonal else "full"

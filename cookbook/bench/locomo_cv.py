@@ -168,6 +168,19 @@ def prepare(convs: list[Conversation], vectors: dict[str, NDArray[np.float32]]) 
         conv.vectors["maxsim"] = best
 
 
+def load_prepared(data: Path, cache: Path, *, embedder: str = "local", captions: bool = False) -> list[Conversation]:
+    """The conversations of a LoCoMo file, their texts embedded (cached in `cache`) and scored (`prepare`), saying
+    what it does on stdout."""
+    samples = json.loads(data.read_text(encoding="utf-8"))
+    convs = [conversation_of(with_captions(sample) if captions else sample) for sample in samples]
+    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
+    texts += [q for c in convs for q, _, _ in c.questions]
+    print(f"LoCoMo: {data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
+    print(f"embedding {len(set(texts))} texts with {embedder} (cache {cache}) ...", flush=True)
+    prepare(convs, asyncio.run(embed_all(texts, embedder, cache)))
+    return convs
+
+
 @dataclass(frozen=True)
 class Config:
     weight: float = 0.3  # BM25 share
@@ -426,13 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
-    data = json.loads(args.data.read_text(encoding="utf-8"))
-    convs = [conversation_of(with_captions(sample) if args.captions else sample) for sample in data]
-    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
-    texts += [q for c in convs for q, _, _ in c.questions]
-    print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
-    print(f"embedding {len(set(texts))} texts with {args.embedder} (cache {args.cache}) ...", flush=True)
-    prepare(convs, asyncio.run(embed_all(texts, args.embedder, args.cache)))
+    convs = load_prepared(args.data, args.cache, embedder=args.embedder, captions=args.captions)
     kept = Config(
         stem="stem" in args.combine,
         neighbour="neighbour" in args.combine,

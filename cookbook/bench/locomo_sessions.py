@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from locomo_cv import Conversation, conversation_of, embed_all, prepare, session_of
+from locomo_cv import Conversation, embed_all, load_prepared, session_of
 from locomo_recall import DEFAULT_DATA
 from numpy.typing import NDArray
 
@@ -92,14 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
-    convs = [conversation_of(sample) for sample in json.loads(args.data.read_text(encoding="utf-8"))]
+    convs = load_prepared(args.data, args.cache)
     windows = {(c.sample_id, size): windows_of(c, size) for c in convs for size in args.sizes}
-    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
-    texts += [q for c in convs for q, _, _ in c.questions]
-    spans = sorted({t for texts_, _ in windows.values() for t in texts_})
-    print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
-    print(f"embedding {len(set(texts))} texts and {len(spans)} windows with local MiniLM (cache {args.cache}) ...")
-    prepare(convs, asyncio.run(embed_all(texts, "local", args.cache)))
+    spans = sorted({t for texts, _ in windows.values() for t in texts})
+    print(f"embedding {len(spans)} windows of {', '.join(map(str, args.sizes))} turns ...", flush=True)
     vectors = asyncio.run(embed_all(spans, "local", args.cache))
     header = f"{'window':>6} {'share':>6} {'w(BM25)':>8} {'s-rec@5':>8} {'one':>6} {'several':>8}"
     print(f"\n{header}   (ceiling, in-sample)")

@@ -22,9 +22,7 @@ Findings: docs/retrieval_quality.md (none passes the service; none is built).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
-import json
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -33,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from locomo_adapter import line, service_config
-from locomo_cv import METRICS, Conversation, Row, conversation_of, embed_all, objective, prepare, rank, score
+from locomo_cv import METRICS, Conversation, Row, load_prepared, objective, rank, score
 from locomo_recall import DEFAULT_DATA
 from numpy.typing import NDArray
 
@@ -107,12 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
-    convs = [conversation_of(sample) for sample in json.loads(args.data.read_text(encoding="utf-8"))]
-    texts = [t for c in convs for t in c.own + c.context + [s for p in c.parts for s in p]]
-    texts += [q for c in convs for q, _, _ in c.questions]
-    print(f"LoCoMo: {args.data} ({len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions)")
-    print(f"embedding {len(set(texts))} texts with local MiniLM (cache {args.cache}) ...", flush=True)
-    prepare(convs, asyncio.run(embed_all(texts, "local", args.cache)))
+    convs = load_prepared(args.data, args.cache)
     originals = {c.sample_id: {k: c.vectors[k].copy() for k in ("own", "context", "query")} for c in convs}
     service = service_config()
     print(f"\n{'correction':<34}" + " ".join(f"{m:>8}" for m in METRICS))
