@@ -101,3 +101,31 @@ def test_a_qdrant_deployment_switches_by_configuration(serve: ServeFn, tmp_path:
         found = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "pages results"}).json()
         assert found["metadata"]["memory_list"][0]["content"] == "follow the next link"
         assert client.get("/health").json()["vector_store"]["default"]["status"] == "ok"
+
+
+def test_personal_conversations_with_empty_messages_are_summarised_and_searched(serve: ServeFn) -> None:
+    """ReMe's Message defaults content to "": agents send their empty system prompt and blank user turns as they
+    are. Those messages say nothing and are skipped; the rest of the conversation is kept (it was a 422)."""
+    conversation = [
+        {"role": "system", "content": ""},
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "I moved to Berlin last month and I work as a nurse"},
+        {"role": "assistant", "content": ""},
+    ]
+    with serve() as client:
+        summary = post(
+            client, "summary_personal_memory", {"workspace_id": "u", "trajectories": [{"messages": conversation}]}
+        )
+        assert summary.status_code == 200, summary.text
+        stored = summary.json()["metadata"]["memory_list"]
+        assert [m["content"] for m in stored] == ["I moved to Berlin last month and I work as a nurse"]
+        only_messages = post(client, "summary_personal_memory", {"workspace_id": "u2", "messages": conversation})
+        assert only_messages.status_code == 200, only_messages.text
+        found = post(client, "retrieve_personal_memory", {"workspace_id": "u", "query": "Where in Berlin do I work?",
+                     "messages": [{"role": "system", "content": ""}, {"role": "user", "content": ""}]})  # fmt: skip
+        assert found.status_code == 200, found.text
+        assert found.json()["metadata"]["memory_list"][0]["memory_id"] == stored[0]["memory_id"]
+        asked = [{"role": "user", "content": "Which city did I move to, Berlin?"}, {"role": "user", "content": ""}]
+        from_messages = post(client, "retrieve_personal_memory", {"workspace_id": "u", "messages": asked})
+        assert from_messages.status_code == 200, from_messages.text
+        assert from_messages.json()["metadata"]["memory_list"][0]["memory_id"] == stored[0]["memory_id"]

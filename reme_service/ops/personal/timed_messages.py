@@ -1,10 +1,11 @@
 """Request item schemas of the personal-memory flows: messages and trajectories whose times are validated.
 
 `PersonalMessage` is a `Message` whose `time_created` must be a time `parse_timestamp` reads (it is normalised
-to `YYYY-MM-DD HH:MM:SS`; empty means "not given") and whose `content` must not be empty for user and system
-messages. `PersonalTrajectory` holds such messages and may carry its own `time_created` (or `timestamp`), used
-for messages without one. Both are registered as request item schemas (`PERSONAL_ITEM_SCHEMAS` in
-`ops/personal/__init__.py`), so a bad time or an empty message is a 422 whose `loc` names the field
+to `YYYY-MM-DD HH:MM:SS`; empty means "not given"). Its `content` may be empty, as in ReMe 0.2 (an agent's empty
+system prompt, a blank user turn): such a message says nothing, and the ops that read user messages
+(`InfoFilterOp`, `SetQueryOp`) skip it. `PersonalTrajectory` holds such messages and may carry its own
+`time_created` (or `timestamp`), used for messages without one. Both are registered as request item schemas
+(`PERSONAL_ITEM_SCHEMAS` in `ops/personal/__init__.py`), so a bad time is a 422 whose `loc` names the field
 (`["body", "messages", 0, "time_created"]`). `Timestamp` validates a single time field the same way.
 """
 
@@ -13,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
 from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.ops.personal.timestamps import normalise_timestamp
-from reme_service.schema.messages import Message, Role, Trajectory
+from reme_service.schema.messages import Message, Trajectory
 
 
 def _timestamp(value: Any) -> str:
@@ -34,7 +35,7 @@ class PersonalMessage(Message):
     """A chat message of a personal conversation."""
 
     content: str | list[dict[str, Any]] | None = Field(
-        default="", validate_default=True, description="the text (must not be empty for user and system messages)"
+        default="", description="the text, or OpenAI content blocks; a message without text is skipped"
     )
     time_created: str = Field(
         default="",
@@ -45,14 +46,6 @@ class PersonalMessage(Message):
     @classmethod
     def _check_time(cls, value: Any) -> str:
         return _timestamp(value)
-
-    @field_validator("content")
-    @classmethod
-    def _check_content(cls, value: Any, info: ValidationInfo) -> Any:
-        role = info.data.get("role", Role.USER)
-        if role in (Role.USER, Role.SYSTEM) and not Message(content=value).text.strip():
-            raise ValueError(f"a {role.value} message needs a non-empty content")
-        return value
 
 
 class PersonalTrajectory(Trajectory):
