@@ -129,3 +129,37 @@ def test_personal_conversations_with_empty_messages_are_summarised_and_searched(
         from_messages = post(client, "retrieve_personal_memory", {"workspace_id": "u", "messages": asked})
         assert from_messages.status_code == 200, from_messages.text
         assert from_messages.json()["metadata"]["memory_list"][0]["memory_id"] == stored[0]["memory_id"]
+
+
+def test_for_as_store_dir_is_the_callers_folder_kept_as_sent(serve: ServeFn, tmp_path: Path) -> None:
+    """summary_working_memory_for_as writes nothing: AgentScope writes metadata.write_file_dict on its own disk, so
+    ReMe 0.2 returned `<store_dir>/<name>` for any store_dir, an absolute one too (it was a 403 here)."""
+    big = "\n".join(f"row {i}: imported" for i in range(400))
+    messages = [
+        {"role": "user", "content": "import the file"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}],
+        },  # fmt: skip
+        {"role": "tool", "tool_call_id": "call_1", "content": big},
+        {"role": "assistant", "content": "done"},
+    ]
+    knobs = {"working_summary_mode": "compact", "max_total_tokens": 100, "max_tool_message_tokens": 50}
+    outside = tmp_path / "agent_side"
+    with serve() as client:
+        for store_dir, path in [
+            (str(outside), f"{outside}/call_1.txt"),
+            ("./wm/", "wm/call_1.txt"),
+            ("", "call_1.txt"),
+        ]:
+            body = {"messages": messages, "keep_recent_count": 1, "store_dir": store_dir, **knobs}
+            response = post(client, "summary_working_memory_for_as", body)
+            assert response.status_code == 200, response.text
+            result = response.json()
+            assert result["metadata"]["write_file_dict"] == {path: big}
+            assert f"path=`{path}`" in result["answer"][2]["content"]
+        assert not outside.exists()
+        assert list((tmp_path / "data").rglob("call_1.txt")) == []
+        written = post(client, "summary_working_memory", {"messages": messages, "store_dir": str(outside), **knobs})
+        assert written.status_code == 403 and not outside.exists()

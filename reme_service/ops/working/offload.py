@@ -22,8 +22,8 @@ import asyncio
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -84,16 +84,25 @@ class OffloadRequest:
     compress: CompressSettings
 
 
-def read_request(ctx: ServiceContext, root: WorkingRoot) -> OffloadRequest:
+def caller_dir(store_dir: str) -> str:
+    """A `store_dir` on the caller's own disk, as a POSIX folder path ("" and "." = the caller's working
+    directory): kept as sent but for `./` and trailing slashes, since the service never opens it."""
+    folder = str(PurePosixPath(store_dir)) if store_dir else ""
+    return "" if folder == "." else folder
+
+
+def read_request(ctx: ServiceContext, root: WorkingRoot | None) -> OffloadRequest:
     """The knobs from the request fields (`fields.OFFLOAD_INPUTS`, range-checked by the request model); 400 for
-    an unknown mode, 403 for a `store_dir` outside the root."""
+    an unknown mode, 403 for a `store_dir` outside the root. `root` None: the caller writes the files, and
+    `store_dir` is a folder of its own disk (`caller_dir`)."""
     mode = ctx.input(fields.WORKING_SUMMARY_MODE) or "auto"
     if mode not in MODES:
         raise InvalidRequestError(
             f"invalid working_summary_mode {mode!r}; valid modes: {', '.join(MODES)}", details={"valid": list(MODES)}
         )
     keep = ctx.input(fields.KEEP_RECENT_COUNT)
-    store_dir = root.normalise_dir(ctx.input(fields.STORE_DIR))
+    given = ctx.input(fields.STORE_DIR)
+    store_dir = root.normalise_dir(given) if root is not None else caller_dir(given)
     chat_id = safe_stem(ctx.input(fields.CHAT_ID)) or uuid.uuid4().hex
     max_total = ctx.input(fields.MAX_TOTAL_TOKENS)
     return OffloadRequest(
@@ -116,8 +125,31 @@ def read_request(ctx: ServiceContext, root: WorkingRoot) -> OffloadRequest:
     )
 
 
+class Disk(Protocol):
+    """What the offload steps may ask the disk the files will be written to."""
+
+    def is_free(self, rel: str, text: str) -> bool:
+        """True when the file `rel` may be (over)written with `text`."""
+        ...
+
+    def first_archive_index(self, store_dir: str, chat_id: str) -> int:
+        """The index of the first new `<chat_id>_<n>.json` archive in `store_dir`."""
+        ...
+
+
+class CallerDisk:
+    """The disk of a caller that writes the files itself (`summary_working_memory_for_as`): the service cannot
+    see it, so every name is free and archives are numbered from 0, as ReMe 0.2 numbered them."""
+
+    def is_free(self, rel: str, text: str) -> bool:
+        return True
+
+    def first_archive_index(self, store_dir: str, chat_id: str) -> int:
+        return 0
+
+
 class DiskView:
-    """What the offload steps may ask the disk: is a file name free, which archive index comes next."""
+    """The working-memory root as a `Disk`: is a file name free, which archive index comes next."""
 
     def __init__(self, root: WorkingRoot) -> None:
         self.root = root
@@ -192,7 +224,7 @@ async def _compress(
     request: OffloadRequest,
     counter: TokenCounter,
     snapshot: Snapshotter,
-    disk: DiskView,
+    disk: Disk,
     *,
     force: bool,
 ) -> OffloadResult:
@@ -206,7 +238,7 @@ async def _compress(
 
 
 async def offload(
-    messages: list[Message], request: OffloadRequest, counter: TokenCounter, snapshot: Snapshotter, disk: DiskView
+    messages: list[Message], request: OffloadRequest, counter: TokenCounter, snapshot: Snapshotter, disk: Disk
 ) -> OffloadOutcome:
     """Apply the request's mode to `messages` (see the module docstring). Writes nothing."""
     before = await asyncio.to_thread(counter.count_messages, messages)
