@@ -47,6 +47,7 @@ from reme_service.jobs.files import JobFiles
 from reme_service.jobs.queue import JobQueue
 from reme_service.jobs.record import Job
 from reme_service.json_pieces import model_json_ready
+from reme_service.loop_thread import LoopThread
 from reme_service.observe.metrics import Metrics
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
@@ -123,6 +124,7 @@ class ReMeApp:
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
         self._flusher: asyncio.Task[None] | None = None
+        self._sync_loop: LoopThread | None = None  # set inside a synchronous `with` block
 
     def listen_host(self) -> str | None:
         """The host the configured front end listens on; None for MCP over stdio (local, trusted)."""
@@ -246,6 +248,27 @@ class ReMeApp:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def __enter__(self) -> ReMeApp:
+        """`with ReMeApp(...) as app: app.execute(...)`, ReMe's synchronous use: the app runs on an event loop of
+        its own thread until the block ends, so every `execute` in the block shares it (and a memory store's
+        contents). Not for code that already runs in an event loop: use `async with` there."""
+        loop = LoopThread("reme-app")
+        try:
+            loop.run(self.start())
+        except BaseException:
+            loop.close()
+            raise
+        self._sync_loop = loop
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop, self._sync_loop = self._sync_loop, None
+        if loop is not None:
+            try:
+                loop.run(self.stop())
+            finally:
+                loop.close()
 
     # -- execution ------------------------------------------------------------------------------------
 
@@ -414,7 +437,10 @@ class ReMeApp:
         return (await self.run_validated(runner, request, request_id))[1]
 
     def execute(self, name: str, **fields: Any) -> dict[str, Any]:
-        """Synchronous wrapper for scripts; not usable inside a running event loop."""
+        """Synchronous wrapper for scripts; not usable inside a running event loop. Inside `with ReMeApp(...)` it
+        runs on the block's app; otherwise the app is started and stopped around the call."""
+        if self._sync_loop is not None:
+            return self._sync_loop.run(self.async_execute(name, **fields))
         return asyncio.run(self._execute_once(name, fields))
 
     async def _execute_once(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:

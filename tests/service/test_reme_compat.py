@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.app import ReMeApp
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -163,3 +164,22 @@ def test_for_as_store_dir_is_the_callers_folder_kept_as_sent(serve: ServeFn, tmp
         assert list((tmp_path / "data").rglob("call_1.txt")) == []
         written = post(client, "summary_working_memory", {"messages": messages, "store_dir": str(outside), **knobs})
         assert written.status_code == 403 and not outside.exists()
+
+
+def test_a_synchronous_with_block_shares_one_app_across_execute_calls(tmp_path: Path) -> None:
+    """ReMe's ReMeApp is also a synchronous context manager: `with ReMeApp(...) as app: app.execute(...)`, the
+    memory backend keeping what one call stored for the next (it was a TypeError here)."""
+    trajectory = {"messages": [{"role": "user", "content": "How to plan a project?"},
+                  {"role": "assistant", "content": "Break it into milestones first"}], "score": 1.0}  # fmt: skip
+    app = ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", "vector_store.default.backend=memory",
+                  env={})  # fmt: skip
+    with app:
+        stored = app.execute(name="summary_task_memory_simple", workspace_id="ws", trajectories=[trajectory])
+        assert stored["success"] is True, stored
+        found = app.execute(name="retrieve_task_memory", workspace_id="ws", query="plan a project")
+        assert [m["memory_id"] for m in found["metadata"]["memory_list"]] == [
+            stored["metadata"]["memory_list"][0]["memory_id"]
+        ]
+    assert app.services is None  # stopped when the block ended
+    again = app.execute(name="retrieve_task_memory", workspace_id="ws", query="plan a project")
+    assert again["success"] is True and again["metadata"]["memory_list"] == []  # the memory store died with it
