@@ -144,6 +144,16 @@ class InputField(_Strict):
     workspace: bool = Field(
         default=False, description="the value names another workspace (e.g. copy's source): a key must cover it too"
     )
+    optional_with: str | None = Field(
+        default=None,
+        description="a required field that may be left out when this other field is sent non-empty (then: default)",
+    )
+
+    @model_validator(mode="after")
+    def _optional_with_needs_required(self) -> InputField:
+        if self.optional_with and not self.required:
+            raise ValueError("optional_with is for a required field")
+        return self
 
 
 class FlowConfig(_Strict):

@@ -127,12 +127,26 @@ class BackgroundFlowRequest(FlowRequest):
     )
 
 
+def _fill_omitted(fills: Mapping[str, tuple[str, Any]]) -> Any:
+    """A before-validator giving each left-out field `name` of `fills` its default when the field it is
+    `optional_with` was sent non-empty (ReMe's Python mode: `retrieve_task_memory` with `messages` only)."""
+
+    def fill(cls: type[BaseModel], data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        missing = {name: default for name, (other, default) in fills.items() if name not in data and data.get(other)}
+        return {**data, **missing} if missing else data
+
+    return model_validator(mode="before")(fill)
+
+
 def build_request_model(
     flow_name: str, flow: FlowConfig, item_schemas: Mapping[str, Any] | None = None
 ) -> type[FlowRequest]:
     """The request model of one flow. `item_schemas` adds named schemas (ops families contribute their own)."""
     schemas = {**ITEM_SCHEMAS, **(item_schemas or {})}
     fields: dict[str, Any] = {}
+    fills = {name: (spec.optional_with, spec.default) for name, spec in flow.input_schema.items() if spec.optional_with}
     for name, spec in flow.input_schema.items():
         annotation = _field_type(spec, schemas)
         constraints: dict[str, Any] = {"description": spec.description or None}
@@ -150,4 +164,5 @@ def build_request_model(
             fields[name] = (annotation | None, Field(default=spec.default, **constraints))
     model_name = "".join(part.capitalize() for part in flow_name.split("_")) + "Request"
     base = BackgroundFlowRequest if flow.background else FlowRequest
-    return create_model(model_name, __base__=base, **fields)
+    validators = {"_fill_omitted": _fill_omitted(fills)} if fills else None
+    return create_model(model_name, __base__=base, __validators__=validators, **fields)

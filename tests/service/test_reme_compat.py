@@ -183,3 +183,24 @@ def test_a_synchronous_with_block_shares_one_app_across_execute_calls(tmp_path: 
     assert app.services is None  # stopped when the block ended
     again = app.execute(name="retrieve_task_memory", workspace_id="ws", query="plan a project")
     assert again["success"] is True and again["metadata"]["memory_list"] == []  # the memory store died with it
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flow", ["retrieve_task_memory", "retrieve_task_memory_simple"])
+async def test_task_retrieval_from_messages_without_a_query(serve: ServeFn, tmp_path: Path, flow: str) -> None:
+    """ReMe's Python mode (its AgentScope-runtime TaskMemoryService) retrieves with `messages` and no `query`: the
+    query is built from the messages (it was a validation error). Neither field is still the 422 ReMe gives."""
+    memory = {"when_to_use": "planning a software project", "content": "split it into milestones first"}
+    asked = [{"role": "user", "content": "I have to plan a software project"}]
+    async with ReMeApp(f"data_dir={tmp_path / 'py'}", "embedding_model.default.backend=hash", env={}) as app:
+        await app.async_execute(name="vector_store", workspace_id="ws", action="insert", memory_dicts=[memory])
+        result = await app.async_execute(name=flow, workspace_id="ws", messages=asked, top_k=1)
+        assert result["success"] is True, result
+        assert result["metadata"]["memory_list"][0]["content"] == memory["content"]
+    with serve() as client:
+        post(client, "vector_store", {"workspace_id": "ws", "action": "insert", "memory_dicts": [memory]})
+        response = post(client, flow, {"workspace_id": "ws", "messages": asked, "top_k": 1})
+        assert response.status_code == 200, response.text
+        assert response.json()["metadata"]["memory_list"][0]["content"] == memory["content"]
+        missing = post(client, flow, {"workspace_id": "ws", "messages": []})
+        assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "query"]
