@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -59,6 +60,19 @@ def assert_index_follows_rows(state: WorkspaceState) -> None:
         np.testing.assert_allclose(stored, state.matrix[:size], atol=0.02)
 
 
+def assert_agrees(fast: list[SearchHit], everything: list[SearchHit], top_k: int) -> None:
+    """`fast` (the index's top k) against `everything` (exact search, deeper than k): every hit with its exact
+    score, in exact order, and the exact top k's scores but for at most one neighbour the graph did not reach (an
+    HNSW graph under inserts, replaces and deletes does not promise every neighbour, however wide the search)."""
+    exact_score = {h.node.unique_id: h.score for h in everything}
+    assert [h.score for h in fast] == [exact_score.get(h.node.unique_id) for h in fast]
+    assert [h.score for h in fast] == sorted((h.score for h in fast), reverse=True)
+    assert len(fast) == min(top_k, len(everything))
+    # by score, not id: memories of equal vectors (equal texts, hash embedder) tie, and either may come back
+    missed = Counter(h.score for h in everything[:top_k]) - Counter(h.score for h in fast)
+    assert sum(missed.values()) <= 1
+
+
 async def assert_answers_as_exact(
     store: MemoryVectorStore, workspace: str, probes: np.ndarray, top_k: int = 10
 ) -> None:
@@ -67,22 +81,14 @@ async def assert_answers_as_exact(
     under concurrent inserts, replaces and deletes does not promise every neighbour, however wide the search; a
     wrong row mapping or a stale vector gives wrong scores, which this catches)."""
 
-    def agree(fast: list[SearchHit], everything: list[SearchHit]) -> None:
-        exact_score = {h.node.unique_id: h.score for h in everything}
-        assert [h.score for h in fast] == [exact_score.get(h.node.unique_id) for h in fast]
-        assert [h.score for h in fast] == sorted((h.score for h in fast), reverse=True)
-        best = {h.node.unique_id for h in everything[:top_k]}
-        assert len(fast) == min(top_k, len(everything))
-        assert len(best - {h.node.unique_id for h in fast}) <= 1
-
     wide = 4 * top_k  # the exact ranking this deep holds every hit the index may give
     for i, probe in enumerate(probes):
         flt = {"metadata.kind": "b"} if i % 2 else None
         fast = await store.search_vector(workspace, probe, top_k=top_k, filter=flt)
-        agree(fast, await store.search_vector(workspace, probe, top_k=wide, filter=flt, exact=True))
+        assert_agrees(fast, await store.search_vector(workspace, probe, top_k=wide, filter=flt, exact=True), top_k)
     text = "memory about topic 5"
     fast = await store.search_hybrid(workspace, text, top_k=top_k)
-    agree(fast, await store.search_hybrid(workspace, text, top_k=wide, exact=True))
+    assert_agrees(fast, await store.search_hybrid(workspace, text, top_k=wide, exact=True), top_k)
 
 
 async def test_the_index_follows_inserts_replaces_and_deletes() -> None:
@@ -231,7 +237,6 @@ async def test_kill_9_during_index_updates_loses_nothing_and_the_index_agrees(tm
         probes = queries(8, seed=wanted, dim=writer.DIM)
         for probe in probes:
             fast = await store.search_vector(writer.WORKSPACE, probe, top_k=10)
-            exact = await store.search_vector(writer.WORKSPACE, probe, top_k=10, exact=True)
-            assert [h.score for h in fast] == [h.score for h in exact]  # (its texts have ties: ids may swap)
+            assert_agrees(fast, await store.search_vector(writer.WORKSPACE, probe, top_k=40, exact=True), 10)
         await store.close()
         next_batch = max(got) + 2
