@@ -223,6 +223,36 @@ def test_export_is_the_dump_format_and_import_swaps_atomically(serve: ServeFn, t
         assert client.post("/workspaces/ghost/import", content=lines[0]).status_code == 404
 
 
+def test_import_holds_lines_to_the_limits_of_an_insert(serve: ServeFn) -> None:
+    """A library line is refused where `vector_store insert` refuses the same memory (`schema/json_limits.py`):
+    nesting past 64 levels (one 250 deep was imported, then every `list` of the workspace answered 500) and integers
+    past 64 bits (one was stored rounded to a float). What fits is kept exactly, 64-bit extremes included."""
+    with serve() as client:
+        insert(client, "alpha", [memory(1)])
+        deep = b'{"memory_id": "deep", "metadata": ' + b'{"a": ' * 250 + b"1" + b"}" * 251
+        huge = b'{"memory_id": "huge", "metadata": {"n": 123456789012345678901234567890}}'
+        for bad, why in ((deep, "nested deeper than 64 levels"), (huge, "integer outside the 64-bit range")):
+            response = client.post("/workspaces/alpha/import", content=b"\n".join([b'{"memory_id": "ok"}', bad]))
+            assert response.status_code == 400, response.text
+            message = error_of(response)["message"]
+            assert "line 2" in message and why in message, message
+        assert [m["memory_id"] for m in list_all(client, "/workspaces/alpha/memories")] == ["m001"]
+        listed = client.post("/vector_store", json={"workspace_id": "alpha", "action": "list"})
+        assert listed.status_code == 200, listed.text
+
+        exact = (
+            b'{"memory_id": "ints", "metadata": '
+            b'{"max": 9223372036854775807, "min": -9223372036854775808, "id": "1234567890123456789012"}}'
+        )
+        infinite = exact.replace(b"9223372036854775807,", b"1e400,")  # read by the stdlib parser too (19 digits)
+        response = client.post("/workspaces/alpha/import", content=infinite)
+        assert response.status_code == 400 and "infinity" in error_of(response)["message"], response.text
+        response = client.post("/workspaces/alpha/import", content=exact)
+        assert response.status_code == 200, response.text
+        metadata = client.get("/workspaces/alpha/memories/ints").json()["metadata"]
+        assert metadata == {"max": 2**63 - 1, "min": -(2**63), "id": "1234567890123456789012"}
+
+
 def test_keys_scope_the_management_api(serve: ServeFn, tmp_path: Path) -> None:
     _, writer = create_key(keys_file(tmp_path), workspaces=["alpha"], scope="write", name="alpha-writer")
     _, reader = create_key(keys_file(tmp_path), workspaces=["alpha"], scope="read")
