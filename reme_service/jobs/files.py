@@ -4,8 +4,8 @@
   is never lost nor half-recorded, whatever stops the process;
 - `<job_id>.lock`: held (`flock`) by the process running the job, for as long as it runs: a job runs in one
   process at a time, and a lock nobody holds means nobody runs it (the kernel drops a dead process's locks);
-- `keys/<hash>`: which job an Idempotency-Key of an API key named, created exclusively (`O_EXCL`), so two processes
-  given the same key agree on one job.
+- `keys/<hash>`: which job an Idempotency-Key of an API key named, written whole and then linked to its name (a
+  link fails when the name exists), so two processes or threads given the same key agree on one job.
 """
 
 from __future__ import annotations
@@ -80,18 +80,26 @@ class JobFiles:
         os.close(fd)
 
     def reserve_key(self, digest: str, job_id: str) -> str:
-        """The job that holds the Idempotency-Key `digest`: `job_id` when this call took it, else the earlier one."""
+        """The job that holds the Idempotency-Key `digest`: `job_id` when this call took it, else the earlier one.
+
+        The key file is written whole (a fsynced temporary file) and then linked to its name, which fails when the
+        name exists: a reader never sees it empty. (Created with `O_EXCL` and then written, a second reservation
+        could read it between the two, find no job, and take the key too: two jobs ran for one key.)"""
         self.keys.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self.keys / digest
+        tmp = self.keys / f".{digest}.{job_id}{TMP_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, job_id.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, path)
         except FileExistsError:
-            return path.read_text().strip() or job_id
-        try:
-            os.write(fd, job_id.encode())
-            os.fsync(fd)
+            return path.read_text().strip()
         finally:
-            os.close(fd)
+            tmp.unlink(missing_ok=True)
         fsync_path(self.keys)
         return job_id
 

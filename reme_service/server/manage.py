@@ -440,6 +440,9 @@ class ManageAPI:
             body = await request.body()
             nodes = await parse_library_bytes(body, workspace_id, "the request body")
             async with store.lock(workspace_id):
+                # deleted while the body was read or the lock awaited: the import must not bring it back
+                if not await store.exists_workspace(workspace_id):
+                    raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
                 size = await store.replace_workspace(workspace_id, nodes)
             return json_response({"size": size}, request_id=request_id_from(request.scope["headers"]))
 

@@ -23,6 +23,7 @@ from reme_service.audit.trail import AuditTrail
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.context_vars import current_caller, current_trail
 from reme_service.history.entry import VALID_TO, HistoryEntry, written
+from reme_service.stores.vectors import latest_by_id
 
 if TYPE_CHECKING:
     from reme_service.schema.vector_node import VectorNode
@@ -63,7 +64,9 @@ def _common(trail: AuditTrail) -> dict[str, Any]:
 
 
 def _upserted(trail: AuditTrail, workspace_id: str, nodes: Sequence[VectorNode], before: dict[str, VectorNode]) -> None:
-    """History entries (when kept) and invalidations of an upsert."""
+    """History entries (when kept) and invalidations of an upsert. An id the batch repeats is one write, of its
+    last version, as the stores apply it (`stores/vectors.latest_by_id`): one entry, not one per repeat."""
+    nodes = latest_by_id(nodes)
     if trail.keeps_history:
         common = _common(trail)
         entries = [e for node in nodes if (e := written(before.get(node.unique_id), node, **common)) is not None]
@@ -112,7 +115,7 @@ def _audited(name: str, method: Method) -> Method:
                 asked: Sequence[str] = args[0] if args else kwargs["ids"]
                 before = await _existing(self, workspace_id, asked)
                 result = await method(self, workspace_id, *args, **kwargs)
-                gone = [i for i in asked if i in before]
+                gone = [i for i in dict.fromkeys(asked) if i in before]  # a repeated id is deleted once
                 trail.deleted_ids(workspace_id, gone)
                 _deleted(trail, workspace_id, gone)
             else:  # delete_workspace

@@ -159,3 +159,20 @@ async def test_entries_are_on_disk_before_the_answer(tmp_path: Path, monkeypatch
         delete = app.async_execute("vector_store", workspace_id="ws", action="delete")
         synced = await fsync.during(delete)  # the scrubbing rewrite is an atomic, synced replace
         assert contents_synced(synced, path) and name_synced(synced, path)
+
+
+def test_an_id_repeated_in_one_write_is_one_entry_of_what_was_stored(serve: ServeFn) -> None:
+    """A batch naming an id twice stores its last version (`stores/vectors.latest_by_id`); its history says so once,
+    from the version before the batch, not once per repeat from the same `before`."""
+    with serve() as client:
+        first = {"memory_id": "m1", "when_to_use": "when deploying", "content": "c1"}
+        post(client, "vector_store", workspace_id="ws", action="insert", memory_dicts=[first])
+        post(client, "vector_store", workspace_id="ws", action="insert",
+             memory_dicts=[{**first, "content": "A"}, {**first, "content": "B"}])  # fmt: skip
+        post(client, "vector_store", workspace_id="ws", action="delete_ids", memory_ids=["m1", "m1"])
+        imported = client.post("/workspaces/ws/import", content=b'{"memory_id": "m2"}\n{"memory_id": "m2"}\n')
+        assert imported.status_code == 200 and imported.json() == {"size": 1}, imported.text
+
+        entries = history(client, "ws", "m1").json()
+        assert [e["event"] for e in entries] == ["ADD", "UPDATE", "DELETE"]
+        assert [e["event"] for e in history(client, "ws", "m2").json()] == ["ADD"]

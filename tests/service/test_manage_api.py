@@ -3,6 +3,7 @@ one memory's GET/PATCH/DELETE, export and import, and the same auth as the flows
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.app import ReMeApp
 from reme_service.audit.log import read_records
 from reme_service.auth.keyfile import create_key
+from reme_service.server.http import create_http_app
+from tests.conditions import until
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -221,6 +225,66 @@ def test_export_is_the_dump_format_and_import_swaps_atomically(serve: ServeFn, t
             assert why in error_of(response)["message"]
         assert len(list_all(client, "/workspaces/beta/memories", limit=500)) == 2501
         assert client.post("/workspaces/ghost/import", content=lines[0]).status_code == 404
+
+
+def test_import_holds_lines_to_the_limits_of_an_insert(serve: ServeFn) -> None:
+    """A library line is refused where `vector_store insert` refuses the same memory (`schema/json_limits.py`):
+    nesting past 64 levels (one 250 deep was imported, then every `list` of the workspace answered 500) and integers
+    past 64 bits (one was stored rounded to a float). What fits is kept exactly, 64-bit extremes included."""
+    with serve() as client:
+        insert(client, "alpha", [memory(1)])
+        deep = b'{"memory_id": "deep", "metadata": ' + b'{"a": ' * 250 + b"1" + b"}" * 251
+        huge = b'{"memory_id": "huge", "metadata": {"n": 123456789012345678901234567890}}'
+        for bad, why in ((deep, "nested deeper than 64 levels"), (huge, "integer outside the 64-bit range")):
+            response = client.post("/workspaces/alpha/import", content=b"\n".join([b'{"memory_id": "ok"}', bad]))
+            assert response.status_code == 400, response.text
+            message = error_of(response)["message"]
+            assert "line 2" in message and why in message, message
+        assert [m["memory_id"] for m in list_all(client, "/workspaces/alpha/memories")] == ["m001"]
+        listed = client.post("/vector_store", json={"workspace_id": "alpha", "action": "list"})
+        assert listed.status_code == 200, listed.text
+
+        exact = (
+            b'{"memory_id": "ints", "metadata": '
+            b'{"max": 9223372036854775807, "min": -9223372036854775808, "id": "1234567890123456789012"}}'
+        )
+        infinite = exact.replace(b"9223372036854775807,", b"1e400,")  # read by the stdlib parser too (19 digits)
+        response = client.post("/workspaces/alpha/import", content=infinite)
+        assert response.status_code == 400 and "infinity" in error_of(response)["message"], response.text
+        response = client.post("/workspaces/alpha/import", content=exact)
+        assert response.status_code == 200, response.text
+        metadata = client.get("/workspaces/alpha/memories/ints").json()["metadata"]
+        assert metadata == {"max": 2**63 - 1, "min": -(2**63), "id": "1234567890123456789012"}
+
+
+@pytest.mark.anyio
+@pytest.mark.own_backend  # the local store, whatever REME_TEST_STORE says
+async def test_an_import_does_not_bring_back_a_workspace_deleted_meanwhile(tmp_path: Path) -> None:
+    """A workspace deleted after an import found it, before the import took the workspace's lock: the import is a
+    404 and the workspace stays deleted, as if the delete had come first. (It answered 200 and recreated the
+    workspace, an outcome of no order of the two requests.)"""
+    app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", env={})
+    async with app:
+        assert app.services is not None
+        store = app.services.store()
+        api = create_http_app(app, manage_lifecycle=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://localhost") as client:
+            body = {"workspace_id": "alpha", "action": "insert", "memory_dicts": [memory(1)]}
+            assert (await client.post("/vector_store", json=body)).status_code == 200
+            lock = store.lock("alpha")
+            waiting = lambda: len(getattr(lock, "_waiters", None) or ())  # noqa: E731 - asyncio.Lock's queue
+            async with lock:  # the delete, then the import, queue behind it in that order
+                delete = asyncio.create_task(
+                    client.post("/vector_store", json={"workspace_id": "alpha", "action": "delete"})
+                )
+                await until(lambda: waiting() == 1)
+                imported = asyncio.create_task(client.post("/workspaces/alpha/import", content=b'{"memory_id": "new"}'))
+                await until(lambda: waiting() == 2)
+            assert (await delete).json()["metadata"]["action_result"]["deleted"] is True
+            response = await imported
+            assert response.status_code == 404 and error_of(response)["code"] == "not_found", response.text
+            assert not await store.exists_workspace("alpha")
+            assert (await client.get("/workspaces")).json()["workspaces"] == []
 
 
 def test_keys_scope_the_management_api(serve: ServeFn, tmp_path: Path) -> None:

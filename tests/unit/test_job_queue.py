@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,24 @@ async def test_two_processes_share_the_jobs_folder(tmp_path: Path) -> None:
     finally:
         await a.stop()
         await b.stop()
+
+
+def test_concurrent_reservations_of_a_key_agree_on_one_job(tmp_path: Path) -> None:
+    """Threads (or processes) reserving one Idempotency-Key at once all get the same job: the first one's. (The key
+    file was created and then written: a reservation reading it in between took the key too, in about one trial of
+    six with eight threads, and two jobs ran for one key.)"""
+    files = JobFiles(tmp_path)
+    with ThreadPoolExecutor(8) as pool:
+        for trial in range(200):
+            start = threading.Barrier(8)
+
+            def reserve(i: int, digest: str = f"key{trial}", start: threading.Barrier = start) -> str:
+                start.wait()
+                return files.reserve_key(digest, f"job{i}")
+
+            holders = set(pool.map(reserve, range(8)))
+            assert len(holders) == 1 and holders <= {f"job{i}" for i in range(8)}, (trial, holders)
+    assert sorted(path.name for path in files.keys.iterdir()) == sorted(f"key{trial}" for trial in range(200))
 
 
 async def test_a_job_left_running_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
