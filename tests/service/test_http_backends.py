@@ -131,6 +131,17 @@ def test_vector_store_round_trip(serve: ServeFn, backend: list[str], tmp_path: P
         assert action(client, "ws3", "list") == []
 
 
+def test_insert_naming_an_id_twice_answers_what_was_stored(serve: ServeFn, backend: list[str]) -> None:
+    """The id's last version is stored, once; the answer names each id once, in order of first appearance, and
+    counts the memories stored, not the dicts sent."""
+    m1, m2 = MEMORIES[0], MEMORIES[1]
+    with serve(*backend) as client:
+        sent = [{**m1, "content": "first version"}, m2, {**m1, "content": "last version"}]
+        assert action(client, "ws", "insert", memory_dicts=sent) == {"size": 2, "memory_ids": ["m1", "m2"]}
+        stored = {m["memory_id"]: m["content"] for m in action(client, "ws", "list")}
+        assert stored == {"m1": "last version", "m2": m2["content"]}
+
+
 def test_record_counts_atomically_and_delete_removes(serve: ServeFn, backend: list[str]) -> None:
     with serve(*backend) as client:
         action(client, "ws", "insert", memory_dicts=MEMORIES)

@@ -28,6 +28,7 @@ from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
+from reme_service.stores.vectors import latest_by_id
 from reme_service.stores.workspace_ids import validate_workspace_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
@@ -145,6 +146,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             return {"deleted_count": await store.delete_ids(ctx.workspace_id, ids)}
 
     async def _insert(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
+        """Upsert the memories given; the answer names each memory stored once (an id sent twice is stored once)."""
         dicts = _require(ctx, MEMORY_DICTS)
         nodes = await off_loop_if(len(dicts) > OFF_LOOP_ITEMS, _nodes_of, dicts, ctx.workspace_id)
         async with store.lock(ctx.workspace_id):
@@ -173,7 +175,9 @@ def _memory_dicts(nodes: Sequence[VectorNode]) -> list[dict[str, Any]]:
 
 
 def _nodes_of(dicts: Sequence[dict[str, Any]], workspace_id: str) -> list[VectorNode]:
-    """The nodes of the memories `insert` was given, in `workspace_id`; the first invalid one is a 400 naming it."""
+    """The nodes of the memories `insert` was given, in `workspace_id`; the first invalid one is a 400 naming it.
+    An id given twice is one node, its last version at its first position, as the stores and the history apply a
+    batch (`stores/vectors.latest_by_id`)."""
     nodes = []
     for index, data in enumerate(dicts):
         try:
@@ -185,4 +189,4 @@ def _nodes_of(dicts: Sequence[dict[str, Any]], workspace_id: str) -> list[Vector
             ) from None
         memory.workspace_id = workspace_id
         nodes.append(memory.to_vector_node())
-    return nodes
+    return latest_by_id(nodes)
