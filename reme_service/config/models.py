@@ -5,6 +5,7 @@ Every model forbids unknown keys, so a misspelt key fails the start with its nam
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,10 @@ class _Strict(BaseModel):
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+#: the fields every flow's request has besides its `input_schema` (`schema/requests.FlowRequest`; a test keeps the two
+#: equal): an `optional_with` may name one of them
+BASE_REQUEST_FIELDS = ("workspace_id", "query", "messages", "metadata")
 
 
 class HttpConfig(_Strict):
@@ -180,6 +185,28 @@ class FlowConfig(_Strict):
         if self.job_when and not self.background:
             raise ValueError("job_when needs background: true")
         return self
+
+    @model_validator(mode="after")
+    def _optional_with_names_another_field(self) -> FlowConfig:
+        fields = {*BASE_REQUEST_FIELDS, *self.input_schema}
+        problems = [
+            problem
+            for name, spec in self.input_schema.items()
+            if spec.optional_with and (problem := _optional_with_problem(name, spec.optional_with, fields))
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _optional_with_problem(name: str, other: str, fields: Collection[str]) -> str | None:
+    """Why input field `name` cannot be `optional_with: other` in a request of `fields`; None when it can."""
+    if other == name:
+        return f"input field {name!r} is optional_with itself; name another field of the flow's request"
+    if other not in fields:
+        valid = ", ".join(sorted(fields))
+        return f"input field {name!r} is optional_with {other!r}, not a field of the flow's request (fields: {valid})"
+    return None
 
 
 class RateLimitConfig(_Strict):

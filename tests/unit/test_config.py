@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from reme_service.config.loader import coerce_value, load_config, parse_args, read_env
+from reme_service.config.models import BASE_REQUEST_FIELDS
 from reme_service.errors import ConfigError
+from reme_service.schema.requests import FlowRequest
 
 
 @pytest.mark.parametrize(
@@ -143,3 +145,24 @@ def test_data_dir_is_absolute_once_resolved(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir("/")
     assert cfg.data_dir == str(tmp_path.resolve() / "reme_data")  # resolved when read, not when used
     assert load_config([], environ={"REME_DATA_DIR": "~/x"}).data_dir == str(Path("~/x").expanduser())
+
+
+def test_optional_with_must_name_another_field_of_the_flows_request(tmp_path: Path) -> None:
+    """A typo in `optional_with` would make the field required unless a field nobody sends is sent: the start is
+    refused, naming the flow, the field and the name. A base request field (`messages`) is a valid target."""
+    overlay = tmp_path / "flows.yaml"
+    schema = "    input_schema:\n      question:\n        required: true\n        optional_with: {}\n"
+    overlay.write_text("flow:\n  my_flow:\n    flow_content: MergeMemoryOp()\n" + schema.format("mesages"))
+    with pytest.raises(ConfigError) as info:
+        load_config([f"config={overlay}"])
+    message = str(info.value)
+    assert "flow.my_flow" in message and "'question'" in message and "'mesages'" in message, message
+    assert "messages" in message.replace("'mesages'", "")  # the valid names are listed
+    with pytest.raises(ConfigError, match=r"flow\.retrieve_task_memory'.*'query' is optional_with itself"):
+        load_config(["flow.retrieve_task_memory.input_schema.query.optional_with=query"])
+    overlay.write_text("flow:\n  my_flow:\n    flow_content: MergeMemoryOp()\n" + schema.format("messages"))
+    assert load_config([f"config={overlay}"]).flow["my_flow"].input_schema["question"].optional_with == "messages"
+
+
+def test_the_base_request_fields_are_the_request_models_own() -> None:
+    assert set(BASE_REQUEST_FIELDS) == set(FlowRequest.model_fields)
