@@ -28,7 +28,7 @@ import hmac
 import os
 import re
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 import orjson
 from fastapi import FastAPI, Path as PathParam, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from reme_service.app import ReMeApp
@@ -53,12 +53,13 @@ from reme_service.errors import (
 )
 from reme_service.history.entry import HistoryEntry
 from reme_service.history.lookup import memory_history
-from reme_service.ops.vector_store.library_io import memory_line, parse_library_bytes
+from reme_service.ops.vector_store.library_io import parse_library_bytes
 from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
 from reme_service.schema.vector_node import VectorNode
 from reme_service.server.body import parse_json
 from reme_service.server.envelope import json_response, request_id_from
+from reme_service.server.export import SnapshotResponse, snapshot_library
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
 from reme_service.stores.base import VectorStore
 from reme_service.stores.summary import WorkspaceSummary as StoreSummary
@@ -66,7 +67,6 @@ from reme_service.stores.workspace_ids import validate_workspace_id
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-EXPORT_BATCH = 1000  # memories fetched, converted and sent per chunk of an export
 AUDIT_FLOW = "manage"
 #: fields a PATCH may not change: they name the memory
 FIXED_FIELDS = ("memory_id", "workspace_id")
@@ -421,16 +421,16 @@ class ManageAPI:
         return await self.audited(request, workspace_id, "delete_memory", change)
 
     async def export(self, request: Request, workspace_id: str) -> Response:
+        """The workspace as it was at one instant (`server/export.py`): snapshotted under its lock before the response
+        starts, so a workspace deleted meanwhile or a failing store is still an error envelope, then streamed."""
         workspace_id, store = await self.existing(workspace_id, "read", "an export")
-        ids = await store.list_ids(workspace_id)
+        spool = await snapshot_library(store, workspace_id)
         name = quote(f"{workspace_id}.jsonl", safe="")
         headers = {
             "x-request-id": request_id_from(request.scope["headers"]),
             "content-disposition": f"attachment; filename*=UTF-8''{name}",
         }
-        return StreamingResponse(
-            _export_chunks(store, workspace_id, ids), media_type="application/x-ndjson", headers=headers
-        )
+        return SnapshotResponse(spool, media_type="application/x-ndjson", headers=headers)
 
     async def import_library(self, request: Request, workspace_id: str) -> Response:
         workspace_id = validate_workspace_id(workspace_id)  # refusals are audited too, as for the flows
@@ -503,18 +503,6 @@ def _patched(current: dict[str, Any], patch: dict[str, Any]) -> BaseMemory:
             details={"field": unknown[0]},
         )
     return updated
-
-
-async def _export_chunks(store: VectorStore, workspace_id: str, ids: list[str]) -> AsyncIterator[bytes]:
-    """The workspace's memories as library lines, `EXPORT_BATCH` at a time (fetched, then encoded off the loop), so
-    the server holds one batch rather than the workspace. Memories deleted during the export are left out."""
-    for start in range(0, len(ids), EXPORT_BATCH):
-        nodes = await store.get(workspace_id, ids[start : start + EXPORT_BATCH])
-        yield await asyncio.to_thread(_encode, nodes)
-
-
-def _encode(nodes: list[VectorNode]) -> bytes:
-    return b"".join(memory_line(memory_from_node(node)) for node in nodes)
 
 
 JSONL_OK: dict[str, Any] = {
