@@ -74,8 +74,9 @@ def _write_lines(spool: Spool, nodes: Sequence[VectorNode]) -> None:
 
 
 def _close_when_written(spool: Spool, writing: asyncio.Future[None] | None) -> None:
-    """Close the spool now, or, when a cancelled caller left a write running in its thread, once it is done (a
-    spool closed under a write could leave the file that write rolls over to open)."""
+    """Close the spool now, or, when a write is still running in its thread (the writes are shielded: a cancelled
+    snapshot leaves its write running), once it is done: a spool closed under a write could leave the file that
+    write rolls over to open."""
     if writing is None or writing.done():
         spool.close()
         return

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,18 @@ import pytest
 from starlette.requests import ClientDisconnect
 
 from reme_service.app import ReMeApp
+from reme_service.errors import StoreError
+from reme_service.schema.vector_node import VectorNode
 from reme_service.server import export as export_module
 from reme_service.server.http import create_http_app
 from reme_service.stores.base import VectorStore
 from tests.conditions import until
+from tests.service.conftest import _store_overrides
 
-pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]
+pytestmark = [pytest.mark.service, pytest.mark.anyio]
 
+#: the in-process stores in the first pass of scripts/test.sh, the server it names in the Chroma and pgvector passes
+BACKENDS = ["memory", "local"] if os.environ.get("REME_TEST_STORE", "local") == "local" else ["shared"]
 SIZE = 2000  # two batches of the old export (1,000 memories each) and several chunks of the new one
 Message = dict[str, Any]
 
@@ -112,14 +118,14 @@ def contents(body: bytes) -> list[str]:
     return sorted(json.loads(row)["content"] for row in body.splitlines())
 
 
+def overrides_for(backend: str, request: pytest.FixtureRequest) -> list[str]:
+    """`shared`: the store REME_TEST_STORE names (`tests/service/conftest.py`); else the backend named."""
+    return _store_overrides(request) if backend == "shared" else [f"vector_store.default.backend={backend}"]
+
+
 @asynccontextmanager
-async def service(tmp_path: Path, backend: str) -> AsyncIterator[tuple[Any, VectorStore, httpx.AsyncClient]]:
-    app = ReMeApp(
-        f"data_dir={tmp_path / 'data'}",
-        "embedding_model.default.backend=hash",
-        f"vector_store.default.backend={backend}",
-        env={},
-    )
+async def service(tmp_path: Path, *overrides: str) -> AsyncIterator[tuple[Any, VectorStore, httpx.AsyncClient]]:
+    app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", *overrides, env={})
     async with app:
         assert app.services is not None
         api = create_http_app(app, manage_lifecycle=False)
@@ -145,16 +151,16 @@ def library(prefix: str, *, same_ids: bool) -> bytes:
     return b"".join(line(f"m{i:04d}" if same_ids else f"{prefix}-{i:04d}", f"{prefix}-{i}") for i in range(SIZE))
 
 
-@pytest.mark.parametrize("backend", ["memory", "local"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("same_ids", [True, False], ids=["same-ids", "new-ids"])
 async def test_an_import_while_the_export_streams_leaves_it_all_old(
-    tmp_path: Path, backend: str, same_ids: bool
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, same_ids: bool
 ) -> None:
     """The import runs to its end after the export's first chunk has arrived and before the rest is read. The
     export is the workspace before the import, whole. (It was the first 1,000 old memories, then the import's
     version of the next 1,000 ids: a mix, or a truncated export when the ids changed.)"""
     old, new = library("old", same_ids=same_ids), library("new", same_ids=same_ids)
-    async with service(tmp_path, backend) as (api, _, client):
+    async with service(tmp_path, *overrides_for(backend, request)) as (api, _, client):
         await create(client, "alpha", old)
         export = PausedExport("/workspaces/alpha/export")
         streaming = asyncio.create_task(export.run(api))
@@ -168,11 +174,12 @@ async def test_an_import_while_the_export_streams_leaves_it_all_old(
         assert contents((await client.get("/workspaces/alpha/export")).content) == contents(new)
 
 
+@pytest.mark.own_backend  # watches the queue of the process's asyncio lock
 @pytest.mark.parametrize("backend", ["memory", "local"])
 async def test_an_import_queued_ahead_of_the_export_makes_it_all_new(tmp_path: Path, backend: str) -> None:
     """An import that holds the workspace's lock when the export asks for it: the export waits and is all-new."""
     old, new = library("old", same_ids=True), library("new", same_ids=True)
-    async with service(tmp_path, backend) as (api, store, client):
+    async with service(tmp_path, f"vector_store.default.backend={backend}") as (api, store, client):
         await create(client, "alpha", old)
         lock = store.lock("alpha")
         waiting = lambda: len(getattr(lock, "_waiters", None) or ())  # noqa: E731 - asyncio.Lock's queue
@@ -187,10 +194,11 @@ async def test_an_import_queued_ahead_of_the_export_makes_it_all_new(tmp_path: P
         assert export.status == 200 and contents(export.body) == contents(new)
 
 
+@pytest.mark.own_backend
 async def test_an_export_of_a_workspace_deleted_meanwhile_is_a_404(tmp_path: Path) -> None:
     """A delete queued on the lock ahead of the export: the export answers the error envelope's 404, as an import
     does, rather than a 200 with an empty body."""
-    async with service(tmp_path, "local") as (api, store, client):
+    async with service(tmp_path) as (api, store, client):
         await create(client, "alpha", library("old", same_ids=True))
         lock = store.lock("alpha")
         waiting = lambda: len(getattr(lock, "_waiters", None) or ())  # noqa: E731 - asyncio.Lock's queue
@@ -234,11 +242,12 @@ def spools(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Recorded]]:
     yield made
 
 
+@pytest.mark.own_backend
 @pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
 async def test_a_client_gone_mid_export_leaves_no_file_open(
     tmp_path: Path, spools: list[_Recorded], spec_version: str
 ) -> None:
-    async with service(tmp_path, "local") as (api, _, client):
+    async with service(tmp_path) as (api, _, client):
         await create(client, "alpha", library("old", same_ids=True))
         export = PausedExport("/workspaces/alpha/export", spec_version=spec_version, disconnect_after_first=True)
         if spec_version == "2.3":  # uvicorn's: the disconnect message ends the stream
@@ -252,3 +261,28 @@ async def test_a_client_gone_mid_export_leaves_no_file_open(
         complete = await client.get("/workspaces/alpha/export")  # read to its end: closed as well
         assert contents(complete.content) == contents(library("old", same_ids=True))
         assert len(spools) == 2 and spools[1].closed
+
+
+@pytest.mark.own_backend
+async def test_a_store_failing_mid_snapshot_is_an_error_envelope(
+    tmp_path: Path, spools: list[_Recorded], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot is taken before the response starts: a store failing on its second batch answers the error
+    envelope (not a 200 cut short), and the half-written spool is closed."""
+    async with service(tmp_path) as (api, store, client):
+        await create(client, "alpha", library("old", same_ids=True))
+        fetched = 0
+        get = store.get
+
+        async def failing_get(workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
+            nonlocal fetched
+            fetched += 1
+            if fetched == 2:
+                raise StoreError("the store went away")
+            return await get(workspace_id, ids)
+
+        monkeypatch.setattr(store, "get", failing_get)
+        response = await client.get("/workspaces/alpha/export")
+        assert response.status_code == StoreError.status
+        assert response.json()["metadata"]["error"]["message"] == "the store went away"
+        assert len(spools) == 1 and spools[0].rolled and spools[0].closed
