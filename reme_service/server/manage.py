@@ -7,7 +7,7 @@ GET    /workspaces/{id}/memories/{memory_id}        one memory (the ReMe memory 
 PATCH  /workspaces/{id}/memories/{memory_id}        change fields (re-embedded when `when_to_use` changes)
 DELETE /workspaces/{id}/memories/{memory_id}
 GET    /workspaces/{id}/memories/{memory_id}/history  its history (`history/`), oldest first
-GET    /workspaces/{id}/export                      the workspace as ReMe library JSONL, streamed
+GET    /workspaces/{id}/export                      a snapshot of the workspace as ReMe library JSONL, streamed
 POST   /workspaces/{id}/import                      a JSONL body replaces the workspace atomically (like `load`)
 ```
 
@@ -586,7 +586,7 @@ def install_manage_routes(api: FastAPI, app: ReMeApp) -> None:
             "/workspaces/{workspace_id}/export",
             export,
             None,
-            "The workspace as ReMe library JSONL, one memory a line (streamed)",
+            "The workspace as ReMe library JSONL, one memory a line: a snapshot taken under its lock, then streamed",
         ),
         (
             "POST",

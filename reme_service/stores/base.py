@@ -38,7 +38,8 @@ Semantics every backend must honour (tests/contract/ checks them):
   failure leaves the old workspace untouched.
 * **Durability** (`local`): a write that returned is on disk; a crash mid-write leaves the previous state.
 * **Concurrency**: single operations are atomic; `lock(workspace)` gives callers a per-workspace lock for
-  read-modify-write sequences: an asyncio lock, extended across processes by a store several service processes
+  read-modify-write sequences, and for reads of several calls that must see one state (the management export's
+  snapshot, `server/export.py`): an asyncio lock, extended across processes by a store several service processes
   share (Chroma in server mode: `shared_lock.py`).
 """
 
