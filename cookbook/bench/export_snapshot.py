@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from store_speed import unit_vectors
 
 from reme_service.app import ReMeApp
 from reme_service.schema.vector_node import VectorNode
@@ -38,9 +38,7 @@ MIB = 1024 * 1024
 
 
 def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
-    rng = np.random.default_rng(seed)
-    vectors = rng.standard_normal((count, dim), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = unit_vectors(count, dim, seed)
     return [
         VectorNode(
             unique_id=f"m{i:07d}",

@@ -30,10 +30,15 @@ WS = "bench"
 KINDS = ("task", "personal", "tool", "summary")
 
 
-def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
-    rng = np.random.default_rng(seed)
-    vectors = rng.standard_normal((count, dim), dtype=np.float32)
+def unit_vectors(count: int, dim: int, seed: int) -> np.ndarray:
+    """`count` random unit vectors of `dim` float32s (the benches' stand-in for embeddings)."""
+    vectors = np.random.default_rng(seed).standard_normal((count, dim), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
+    vectors = unit_vectors(count, dim, seed)
     return [
         VectorNode(
             unique_id=f"n{i}",
