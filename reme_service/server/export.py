@@ -34,7 +34,6 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from reme_service.errors import NotFoundError
 from reme_service.ops.vector_store.library_io import memory_line
 from reme_service.schema.memory import memory_from_node
 from reme_service.schema.vector_node import VectorNode
@@ -54,8 +53,7 @@ async def snapshot_library(store: VectorStore, workspace_id: str) -> Spool:
     writing: asyncio.Future[None] | None = None
     try:
         async with store.lock(workspace_id):
-            if not await store.exists_workspace(workspace_id):
-                raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
+            await store.require_workspace(workspace_id)
             ids = await store.list_ids(workspace_id)
             for start in range(0, len(ids), EXPORT_BATCH):
                 nodes = await store.get(workspace_id, ids[start : start + EXPORT_BATCH])

@@ -293,8 +293,7 @@ class ManageAPI:
     async def existing(self, workspace_id: str, needed: Scope, what: str) -> tuple[str, VectorStore]:
         workspace_id = self.authorize(workspace_id, needed, what)
         store = self.store()
-        if not await store.exists_workspace(workspace_id):
-            raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
+        await store.require_workspace(workspace_id)
         return workspace_id, store
 
     async def audited(
@@ -441,8 +440,7 @@ class ManageAPI:
             nodes = await parse_library_bytes(body, workspace_id, "the request body")
             async with store.lock(workspace_id):
                 # deleted while the body was read or the lock awaited: the import must not bring it back
-                if not await store.exists_workspace(workspace_id):
-                    raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
+                await store.require_workspace(workspace_id)
                 size = await store.replace_workspace(workspace_id, nodes)
             return json_response({"size": size}, request_id=request_id_from(request.scope["headers"]))
 

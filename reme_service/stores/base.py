@@ -53,6 +53,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
+from reme_service.errors import NotFoundError
 from reme_service.observe.metered import STORE_OPERATIONS, meter_methods
 from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
@@ -145,6 +146,11 @@ class VectorStore(ABC):
 
     @abstractmethod
     async def exists_workspace(self, workspace_id: str) -> bool: ...
+
+    async def require_workspace(self, workspace_id: str) -> None:
+        """`NotFoundError` (404) unless the workspace exists: what the management API answers for one it lacks."""
+        if not await self.exists_workspace(workspace_id):
+            raise NotFoundError("no such workspace", details={"workspace_id": workspace_id})
 
     @abstractmethod
     async def create_workspace(self, workspace_id: str) -> None: ...
