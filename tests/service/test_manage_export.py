@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -286,3 +287,39 @@ async def test_a_store_failing_mid_snapshot_is_an_error_envelope(
         assert response.status_code == StoreError.status
         assert response.json()["metadata"]["error"]["message"] == "the store went away"
         assert len(spools) == 1 and spools[0].rolled and spools[0].closed
+
+
+@pytest.mark.own_backend
+async def test_a_snapshot_cancelled_mid_write_closes_its_spool_after_the_write(
+    tmp_path: Path, spools: list[_Recorded], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export cancelled (its request gone) while a batch is written in its worker thread: the spool is closed
+    once that write has ended, not under it. (Unshielded, the cancel also cancelled the thread's future, the spool
+    was closed at once, and the write still running failed on a closed file.)"""
+    started, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+    write = export_module._write_lines
+
+    def held_write(spool: tempfile.SpooledTemporaryFile[bytes], nodes: Sequence[VectorNode]) -> None:
+        started.set()
+        release.wait(30)
+        try:
+            write(spool, nodes)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+
+    monkeypatch.setattr(export_module, "_write_lines", held_write)
+    async with service(tmp_path) as (_, store, client):
+        await create(client, "alpha", library("old", same_ids=True))
+        snapshot = asyncio.create_task(export_module.snapshot_library(store, "alpha"))
+        try:
+            await until(started.is_set)
+            snapshot.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await snapshot
+            assert len(spools) == 1 and not spools[0].closed  # its write is still running
+        finally:
+            release.set()
+        await until(lambda: spools[0].closed)
+        assert failures == []
