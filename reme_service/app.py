@@ -25,14 +25,13 @@ from pydantic import BaseModel, ValidationError
 from reme_service import __version__
 from reme_service.audit.log import AuditLog
 from reme_service.audit.record import AuditRecord
-from reme_service.audit.trail import AuditTrail
+from reme_service.audit.trail import AuditTrail, current_trail
 from reme_service.auth.access import Access
-from reme_service.auth.caller import TRUSTED
+from reme_service.auth.caller import TRUSTED, current_caller
 from reme_service.auth.policy import authorize, needed_scope
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
-from reme_service.context_vars import current_caller, current_request, current_trail
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
 from reme_service.events.bus import EventBus
 from reme_service.events.event import Event
@@ -49,15 +48,16 @@ from reme_service.jobs.record import Job
 from reme_service.json_pieces import model_json_ready
 from reme_service.loop_thread import LoopThread
 from reme_service.observe.metrics import Metrics
+from reme_service.observe.request_info import current_request
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
 from reme_service.ops.common.op import ServiceOp
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.requests import build_request_model
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.services import Services
 from reme_service.stores.factory import create_store, parse_store_params
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 KEY_USE_FLUSH_SECONDS = 5.0
 

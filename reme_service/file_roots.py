@@ -31,7 +31,7 @@ from pathlib import Path
 
 from reme_service.errors import InvalidRequestError, PathNotAllowedError
 from reme_service.schema.paths import path_problem
-from reme_service.stores.workspace_ids import file_name
+from reme_service.schema.workspace_ids import file_name
 
 #: the libraries that ship with the service (a source checkout's docs/library)
 PACKAGED_LIBRARIES = Path(__file__).resolve().parent.parent / "docs" / "library"

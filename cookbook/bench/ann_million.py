@@ -1,4 +1,4 @@
-"""One big workspace: the local store's approximate index (`reme_service/stores/ann.py`) at 1,000,000 memories.
+"""One big workspace: the local store's approximate index (`reme_service/stores/inproc/ann.py`) at 1,000,000 memories.
 
 Direct store calls, no HTTP, hash embedder (384-d), the synthetic task-memory library of retrieval_speed.py (its
 `when_to_use` texts are what is embedded). Three processes, so that each figure is its own:
@@ -39,8 +39,8 @@ from proc_info import rss_mib
 from retrieval_speed import make_memory, make_queries
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.packed import PackedNodes, StoredNode
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.packed import PackedNodes, StoredNode
 from reme_service.stores.params import AnnParams, LocalStoreParams
 
 WS = "big"

@@ -33,7 +33,7 @@ from proc_info import rss_mib
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.params import LocalStoreParams
 
 KINDS = ("task", "personal", "tool")

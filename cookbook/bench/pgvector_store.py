@@ -1,5 +1,5 @@
 """PostgreSQL + pgvector store speed: load rate and search latency, with the HNSW index, with exact search, and in the
-process's in-process copy of the workspace (`stores/pg_replica.py`, "copied": the first search makes the copy).
+process's in-process copy of the workspace (`stores/pg/replica.py`, "copied": the first search makes the copy).
 
 Direct store calls, no HTTP. Random unit vectors (384-d by default), loaded by one `replace_workspace` (a library
 load: rows first, the index built after — in the background above `index_background_rows`, 10,000: the load
@@ -34,7 +34,7 @@ from store_speed import make_nodes
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.params import PgvectorStoreParams
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.store import PgvectorVectorStore
 
 WS = "bench"
 

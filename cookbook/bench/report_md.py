@@ -405,7 +405,7 @@ def pgvector_section(report: Any) -> list[str]:
         "top_k 3 searches; hnsw = pgvector's HNSW index for unfiltered searches, exact = every search ranks every "
         "matching row; filtered (`metadata.memory_type`, a quarter of the rows) is exact with either index; hybrid = "
         '`search_hybrid` top 50 (the rescoring pool of `retrieve_task_memory`) for "memory number <i>"; copied = '
-        "searched in the process's copy of the workspace (stores/pg_replica.py; exact, BM25 in process), which the "
+        "searched in the process's copy of the workspace (stores/pg/replica.py; exact, BM25 in process), which the "
         "first search makes (`first search s`).",
         "",
     ]

@@ -22,8 +22,8 @@ import numpy as np
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import LocalStoreParams
 
 WS = "bench"

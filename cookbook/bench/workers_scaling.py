@@ -12,7 +12,7 @@ and this client share the machine's cores, so the ratio is what the machine give
 `--library counters` (the default): memories "situation <i> with step <i mod 7>", asked "how to handle situation <i>
 when the task needs step <i mod 7>" — every memory shares the query's words, the hardest case for full-text
 search. `--library templated`: the synthetic library and queries of `retrieval_speed.py` (run_all's 10k figures).
-`--replica-rows 0` searches in PostgreSQL instead of each worker's in-process copy (stores/pg_replica.py).
+`--replica-rows 0` searches in PostgreSQL instead of each worker's in-process copy (stores/pg/replica.py).
 
 Target (issue #22): 2 workers >= 1.6x the req/s of one. The run prints the cores each part used: when the service,
 PostgreSQL and the load generator together fill the machine, a second worker has no core to use.

@@ -30,7 +30,7 @@ from proc_info import rss_mib  # noqa: E402
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient  # noqa: E402
 from reme_service.stores.base import VectorStore  # noqa: E402
-from reme_service.stores.local import LocalVectorStore  # noqa: E402
+from reme_service.stores.inproc.local import LocalVectorStore  # noqa: E402
 from reme_service.stores.params import LocalStoreParams  # noqa: E402
 
 DIM = 64

@@ -1,5 +1,5 @@
 """What one request changed, gathered while it runs: the stores and the working-memory writer add to the
-request's `AuditTrail` (found through `context_vars.current_trail`), the app writes it as one record at the end.
+request's `AuditTrail` (found through `audit.trail.current_trail`), the app writes it as one record at the end.
 
 `VectorStore` records its own writes (see `stores/base.py`: `upsert`, `delete_ids`, `replace_workspace`,
 `delete_workspace` of every backend are wrapped once, when the backend class is defined), so no op has to
@@ -9,6 +9,7 @@ remember to report what it changed.
 from __future__ import annotations
 
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
@@ -78,3 +79,7 @@ class AuditTrail:
     def invalidated_ids(self, workspace_id: str, ids: list[str]) -> None:
         if ids:
             self._add(self.invalidated, workspace_id, ids)
+
+
+#: what the current request changed, for its audit record; `None` when nothing is being audited
+current_trail: ContextVar[AuditTrail | None] = ContextVar("current_trail", default=None)

@@ -1,4 +1,4 @@
-"""Who is calling: the identity an API key grants, carried through a request in `context_vars.current_caller`.
+"""Who is calling: the identity an API key grants, carried through a request in `auth.caller.current_caller`.
 
 `Caller` is what the rest of the service may know of a key: its id and name (never the key), its scope and the
 workspaces it may touch. `TRUSTED` is the caller when checking is off or the transport is trusted (stdio MCP, the
@@ -7,6 +7,7 @@ Python API): every workspace, every action, no key.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -31,3 +32,8 @@ class Caller(BaseModel):
 
 
 TRUSTED = Caller()
+
+
+#: the identity behind the request being served, set by the HTTP and MCP edges; `None` means no request is being
+#: served (start-up, scripts): callers read it as `TRUSTED`
+current_caller: ContextVar[Caller | None] = ContextVar("current_caller", default=None)

@@ -16,7 +16,7 @@ from reme_service.auth.access import keys_path
 from reme_service.auth.keyfile import create_key, read_key_file, read_last_used, revoke_key
 from reme_service.config.loader import load_config
 from reme_service.errors import ReMeError
-from reme_service.stores.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import validate_workspace_id
 
 USAGE = """usage: reme keys create --workspace W [--workspace W2 ...] --scope read|write|admin [--name N] [config args]
        reme keys list [config args]

@@ -14,10 +14,10 @@ from typing import Any, Generic
 from pydantic import BaseModel
 
 from reme_service.concurrency import run_all
-from reme_service.context_vars import current_op
 from reme_service.errors import OpError, ReMeError
 from reme_service.flow.check import check_flow
 from reme_service.flow.context import C, FlowResponse
+from reme_service.flow.current_op import current_op
 from reme_service.flow.op import AnyOp, Node, Op, Parallel, Sequential
 
 logger = logging.getLogger("reme_service.flow")

@@ -26,7 +26,7 @@ import orjson
 
 from reme_service.durable import append_synced, atomic_write, exclusive_lock, fsync_path
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
-from reme_service.stores.workspace_ids import file_name
+from reme_service.schema.workspace_ids import file_name
 
 LOCK_NAME = ".lock"
 SCRUBBED = ("before", "after")

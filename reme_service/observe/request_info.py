@@ -3,6 +3,7 @@ served (the flow and workspace are known only once the body is read), read when 
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -11,3 +12,7 @@ class RequestInfo:
     request_id: str
     flow: str = ""
     workspace: str = ""
+
+
+#: the HTTP request being served, for its log line; `None` outside HTTP requests
+current_request: ContextVar[RequestInfo | None] = ContextVar("current_request", default=None)

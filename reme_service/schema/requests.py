@@ -23,7 +23,7 @@ from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import ToolCallResult
 from reme_service.schema.messages import Message, Trajectory
 from reme_service.schema.paths import FilePath
-from reme_service.stores.workspace_ids import DESCRIPTION as WORKSPACE_ID_DESCRIPTION, WORKSPACE_ID_PATTERN
+from reme_service.schema.workspace_ids import DESCRIPTION as WORKSPACE_ID_DESCRIPTION, WORKSPACE_ID_PATTERN
 
 # What the stores accept as a workspace id (`stores.workspace_ids`, which also refuses ids made of dots only and
 # non-printable characters). Shown in the OpenAPI document; enforced by the flows that use a workspace, with a 400

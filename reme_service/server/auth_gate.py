@@ -2,7 +2,7 @@
 
 It sits in front of the HTTP routes and of MCP's SSE and streamable-HTTP apps (stdio is local and trusted). Each
 request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the caller is set in
-`context_vars.current_caller` for the rest of the request (the flow runner's context factory checks the workspace
+`auth.caller.current_caller` for the rest of the request (the flow runner's context factory checks the workspace
 and the scope against it), or the request is answered at once: 401 with `WWW-Authenticate: Bearer`, 429 with
 `Retry-After`, in the error envelope. Health, the OpenAPI document and its pages stay open: they say nothing
 private; so do the memory browser's static files (`/ui`: no data, the page asks for the key).
@@ -13,8 +13,8 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service.auth.access import Access
+from reme_service.auth.caller import current_caller
 from reme_service.auth.credentials import presented_key
-from reme_service.context_vars import current_caller
 from reme_service.errors import RateLimitedError, ReMeError, UnauthorizedError
 from reme_service.server.envelope import request_id_from, send_envelope
 from reme_service.server.ui import UI_PATHS

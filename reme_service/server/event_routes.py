@@ -23,11 +23,10 @@ from fastapi import FastAPI, Query
 from fastapi.responses import StreamingResponse
 
 from reme_service.app import ReMeApp
-from reme_service.auth.caller import TRUSTED
-from reme_service.context_vars import current_caller
+from reme_service.auth.caller import TRUSTED, current_caller
 from reme_service.errors import ForbiddenError, NotFoundError, OverloadedError
 from reme_service.events.event import Event
-from reme_service.stores.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import validate_workspace_id
 
 HEARTBEAT_SECONDS = 15.0
 REVOKED = (

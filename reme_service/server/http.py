@@ -28,10 +28,10 @@ from starlette.types import Scope
 from reme_service import __version__, json_pieces
 from reme_service.app import ReMeApp
 from reme_service.concurrency import holds_many, off_loop_if
-from reme_service.context_vars import current_request
 from reme_service.errors import OverloadedError, ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
+from reme_service.observe.request_info import current_request
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
 from reme_service.server.docs import install_offline_docs

@@ -15,10 +15,9 @@ from pydantic import BaseModel
 
 from reme_service import json_pieces
 from reme_service.app import ReMeApp
-from reme_service.auth.caller import TRUSTED
+from reme_service.auth.caller import TRUSTED, current_caller
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.models import FlowConfig
-from reme_service.context_vars import current_caller
 from reme_service.errors import InvalidRequestError, NotFoundError
 from reme_service.flow.runner import FlowRunner
 from reme_service.jobs.record import Job

@@ -40,10 +40,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from reme_service.app import ReMeApp
-from reme_service.auth.caller import TRUSTED, Scope
+from reme_service.audit.trail import current_trail
+from reme_service.auth.caller import TRUSTED, Scope, current_caller
 from reme_service.auth.policy import authorize_workspace
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
-from reme_service.context_vars import current_caller, current_trail
 from reme_service.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -57,13 +57,13 @@ from reme_service.ops.vector_store.library_io import parse_library_bytes
 from reme_service.schema.json_limits import check_json_values
 from reme_service.schema.memory import MEMORY_TYPES, BaseMemory, memory_from_dict, memory_from_node, now_str
 from reme_service.schema.vector_node import VectorNode
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.server.body import parse_json
 from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.export import SnapshotResponse, snapshot_library
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
 from reme_service.stores.base import VectorStore
 from reme_service.stores.summary import WorkspaceSummary as StoreSummary
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

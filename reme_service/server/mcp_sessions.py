@@ -28,8 +28,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from reme_service.auth.access import Access
-from reme_service.auth.caller import TRUSTED, Caller
-from reme_service.context_vars import current_caller
+from reme_service.auth.caller import TRUSTED, Caller, current_caller
 from reme_service.errors import NotFoundError
 from reme_service.server.envelope import request_id_from, send_envelope
 

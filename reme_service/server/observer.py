@@ -3,7 +3,7 @@
 answer's), times the request,
 counts it in the metrics and writes its log line: 5xx at ERROR and 4xx at WARNING always, the rest at INFO when
 `http.access_log` is on. The line carries the request id, method, path, status, duration and — once the app has
-read the body — the flow and workspace (`context_vars.current_request`)."""
+read the body — the flow and workspace (`observe.request_info.current_request`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from collections.abc import Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reme_service.context_vars import current_request
 from reme_service.observe.metrics import Metrics
-from reme_service.observe.request_info import RequestInfo
+from reme_service.observe.request_info import RequestInfo, current_request
 from reme_service.server.envelope import request_id_of
 
 CLIENT_GONE = 499  # the status logged and counted for a request its client abandoned (nginx's convention)

@@ -1,4 +1,4 @@
-"""Every backend's writes, reported to the request's audit trail (`context_vars.current_trail`).
+"""Every backend's writes, reported to the request's audit trail (`audit.trail.current_trail`).
 
 `VectorStore.__init_subclass__` wraps the write methods a backend defines (`upsert`, `delete_ids`,
 `replace_workspace`, `delete_workspace`) once, when the class is created; a new backend is audited without doing
@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from reme_service.audit.trail import AuditTrail
+from reme_service.audit.trail import AuditTrail, current_trail
+from reme_service.auth.caller import current_caller
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
-from reme_service.context_vars import current_caller, current_trail
 from reme_service.history.entry import VALID_TO, HistoryEntry, written
 from reme_service.stores.vectors import latest_by_id
 

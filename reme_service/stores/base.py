@@ -3,7 +3,7 @@
 Semantics every backend must honour (tests/contract/ checks them):
 
 * **Workspaces** are namespaces named by validated ids (1–256 printable characters but `/` and `\\`, not only
-  dots; `stores/workspace_ids.py`), each backend encoding them reversibly into its own names. Reads on an
+  dots; `schema/workspace_ids.py`), each backend encoding them reversibly into its own names. Reads on an
   unknown workspace return empty results, never raise. `upsert` creates the workspace when needed.
 * **Upsert by id**: a node whose `unique_id` exists replaces the old one. Nodes that carry a `vector` are stored
   with it (never re-embedded); nodes without one are embedded (their `content`) by the store's embedder, in

@@ -24,7 +24,7 @@ import orjson
 
 from reme_service.errors import PayloadTooLargeError
 from reme_service.stores.audited import inside_audited_write, wrap_own_methods
-from reme_service.stores.packed import PackedNodes
+from reme_service.stores.inproc.packed import PackedNodes
 
 if TYPE_CHECKING:
     from reme_service.schema.vector_node import VectorNode

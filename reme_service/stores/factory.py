@@ -11,8 +11,8 @@ from pydantic import BaseModel, ValidationError
 from reme_service.errors import ConfigError, describe_validation_errors
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.stores.base import VectorStore
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import (
     ChromaStoreParams,
     ElasticsearchStoreParams,
@@ -84,20 +84,20 @@ def _create_server_store(
     """Chroma, Elasticsearch, Qdrant or PostgreSQL; their SDKs (optional extras) are imported only here."""
     try:
         if isinstance(parsed, PgvectorStoreParams):
-            from reme_service.stores.pgvector import PgvectorVectorStore
+            from reme_service.stores.pg.store import PgvectorVectorStore
 
             return PgvectorVectorStore(parsed, embedder=embedder)
         if isinstance(parsed, QdrantStoreParams):
-            from reme_service.stores.qdrant import QdrantVectorStore
+            from reme_service.stores.qdrant.store import QdrantVectorStore
 
             return QdrantVectorStore(parsed, embedder=embedder, data_dir=data_dir)
         if isinstance(parsed, ChromaStoreParams):
             import chromadb  # noqa: F401 - fail early, with the install hint below
 
-            from reme_service.stores.chroma import ChromaVectorStore
+            from reme_service.stores.chroma.store import ChromaVectorStore
 
             return ChromaVectorStore(parsed, embedder=embedder, data_dir=data_dir)
-        from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+        from reme_service.stores.es.store import ElasticsearchVectorStore
 
         return ElasticsearchVectorStore(parsed, embedder=embedder)
     except ImportError as exc:

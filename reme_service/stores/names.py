@@ -1,6 +1,6 @@
 """Workspace ids as Chroma collection names and Elasticsearch index names: injective, and reversible where they can be.
 
-Workspace ids are 1-256 printable characters (`stores/workspace_ids.py`, validated before they get here); the ids
+Workspace ids are 1-256 printable characters (`schema/workspace_ids.py`, validated before they get here); the ids
 of earlier versions (`[A-Za-z0-9._-]`) keep the names they had. The backends have their own rules:
 
 * **Chroma** collection names: 3-512 characters from `[A-Za-z0-9._-]`, starting and ending with a letter or digit.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from reme_service.errors import ConfigError
-from reme_service.stores.workspace_ids import shortened
+from reme_service.schema.workspace_ids import shortened
 
 _CHROMA_ESCAPES = {"_": "_u", ".": "_d"}
 _CHROMA_UNESCAPES = {"u": "_", "d": "."}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class AnnParams(BaseModel):
-    """The approximate index of the in-process stores (`stores/ann.py`): an HNSW graph over quantised vectors for
+    """The approximate index of the in-process stores (`stores/inproc/ann.py`): an HNSW graph over quantised vectors for
     workspaces of at least `min_rows` memories; the top hits are re-scored exactly from the float32 rows."""
 
     model_config = ConfigDict(extra="forbid")
@@ -27,7 +27,7 @@ class AnnParams(BaseModel):
     expansion_search: int = Field(default=128, ge=1, le=4096)  # ef at search (raised to the candidate count)
     # candidates asked of the graph per hit wanted (at least 40), re-scored exactly; filters widen it (docs/scaling.md)
     candidates: int = Field(default=4, ge=1, le=1000)
-    build_threads: int = Field(default=2, ge=1, le=64)  # threads of a background build (at nice +10: stores/ann.py)
+    build_threads: int = Field(default=2, ge=1, le=64)  # threads of a background build (nice +10: inproc/ann.py)
 
 
 class MemoryStoreParams(BaseModel):
@@ -207,7 +207,7 @@ class PgvectorStoreParams(BaseModel):
     shared_lock: bool = True
     lock_wait: float = Field(default=60.0, gt=0)
     # a workspace of at most this many rows is searched in each service process, in a copy of its rows brought up
-    # to date from PostgreSQL before every search (stores/pg_replica.py); larger ones, and all with 0, in PostgreSQL
+    # to date from PostgreSQL before every search (stores/pg/replica.py); larger ones, and all with 0, in PostgreSQL
     replica_rows: int = Field(default=100_000, ge=0)
     # the copies of one process hold at most about this many MiB (the least recently searched go first)
     replica_mb: int = Field(default=1_024, ge=1)

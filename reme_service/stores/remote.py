@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
@@ -47,7 +48,6 @@ from reme_service.stores.vectors import (
     latest_by_id,
     normalise_rows,
 )
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 
 class NativeFilter(Protocol):

@@ -23,7 +23,7 @@ import numpy as np
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.params import AnnParams, LocalStoreParams
 
 WORKSPACE = "crash"

@@ -1,4 +1,4 @@
-"""The approximate index of big in-process workspaces (`stores/ann.py`): kept in step with inserts, replaces and
+"""The approximate index of big in-process workspaces (`stores/inproc/ann.py`): kept in step with inserts, replaces and
 deletes (also those made while a background build runs), answers as exact search does when its search is wide
 enough, saved with the local store's snapshot and trusted again only when it matches it, and crash-safe (kill -9)."""
 
@@ -18,9 +18,9 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.ann import AnnIndex
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import INLINE_ROWS, MemoryVectorStore, WorkspaceState
+from reme_service.stores.inproc.ann import AnnIndex
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import INLINE_ROWS, MemoryVectorStore, WorkspaceState
 from reme_service.stores.params import AnnParams, LocalStoreParams, MemoryStoreParams
 from tests.conditions import until
 from tests.contract import local_store_writer as writer

@@ -14,8 +14,8 @@ import pytest
 from reme_service.errors import DimensionMismatchError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.stores.base import VectorStore
-from reme_service.stores.chroma import ChromaVectorStore
-from reme_service.stores.chroma_client import close_async_http_client
+from reme_service.stores.chroma.client import close_async_http_client
+from reme_service.stores.chroma.store import ChromaVectorStore
 from reme_service.stores.names import chroma_collection_name
 from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.remote_filter import MAX_RECORD_LEAVES

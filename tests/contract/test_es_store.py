@@ -18,7 +18,7 @@ import pytest
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
-from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.es.store import ElasticsearchVectorStore
 from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote_filter import MAX_RECORD_LEAVES

@@ -23,12 +23,12 @@ import pytest
 
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
-from reme_service.stores import node_table
+from reme_service.stores.inproc import node_table
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import QUANTIZED_FROM
+from reme_service.stores.inproc.resident import footprint
 from reme_service.stores.lexical import DENSE_MIN_ROWS
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import QUANTIZED_FROM
 from reme_service.stores.params import AnnParams, LocalStoreParams
-from reme_service.stores.resident import footprint
 from tests.contract import local_store_writer as writer
 from tests.contract.store_contract import (
     DIM,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from reme_service.stores import memory, packed
 from reme_service.stores.base import VectorStore
-from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.inproc import memory, packed
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.summary import Tally, WorkspaceSummary
 from tests.contract.store_contract import WS, CountingEmbedder, StoreContract, make_node, unit_vector

@@ -1,4 +1,4 @@
-"""pgvector hybrid search (`stores/pg_hybrid.py`, `stores/pg_terms.py`): the fusion computed in SQL ranks and scores
+"""pgvector hybrid search (`stores/pg/hybrid.py`, `stores/pg/terms.py`): the fusion computed in SQL ranks and scores
 exactly as `lexical.fuse` does in numpy, and terms in more than a tenth of a table's rows — read from PostgreSQL's
 statistics, which a search gathers for a big table never analysed — find no full-text candidates but still rank.
 """
@@ -13,9 +13,9 @@ import pytest
 from psycopg import sql
 
 from reme_service.stores.lexical import fuse
-from reme_service.stores.pg_hybrid import any_of, query_terms
-from reme_service.stores.pg_terms import ANALYZE_MIN_ROWS, COMMON_TERM_SHARE, common_of
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.hybrid import any_of, query_terms
+from reme_service.stores.pg.store import PgvectorVectorStore
+from reme_service.stores.pg.terms import ANALYZE_MIN_ROWS, COMMON_TERM_SHARE, common_of
 from tests.contract.store_contract import make_node
 from tests.contract.test_pgvector_index_builds import table_of
 from tests.contract.test_pgvector_store import _drop_all, make_store

@@ -1,4 +1,4 @@
-"""pgvector: a big load is committed without its HNSW index, which is built in the background (`stores/pg_index.py`).
+"""pgvector: a big load is committed without its HNSW index, which is built in the background (`stores/pg/index.py`).
 
 Searches are exact until the index is valid; a store that starts builds the indexes a stopped process left unbuilt
 (none, or an INVALID one from a build that died); dropping a table cancels a build of it in any process, so the drop
@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.store import PgvectorVectorStore
 from tests.conditions import until
 from tests.contract.store_contract import WS, ids, make_node, unit_vector
 from tests.contract.test_pgvector_store import make_store

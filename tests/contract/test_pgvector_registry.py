@@ -1,4 +1,4 @@
-"""The pgvector store's kept registry rows (`stores/pg_registry.py`) and its unchecked pooled connections.
+"""The pgvector store's kept registry rows (`stores/pg/registry.py`) and its unchecked pooled connections.
 
 Two store instances with the same table prefix stand for two service processes: each has its own pool and its own
 kept rows. What one does to a workspace (replace, delete, recreate, empty, another dimension) must show in the
@@ -18,7 +18,7 @@ from psycopg import sql
 
 from reme_service.errors import DimensionMismatchError, StoreError
 from reme_service.schema.vector_node import SearchHit
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.store import PgvectorVectorStore
 from tests.contract.store_contract import WS, make_node, unit_vector
 from tests.contract.test_pgvector_store import _drop_all, make_store
 from tests.fakes.chroma_server import free_port

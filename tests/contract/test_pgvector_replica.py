@@ -1,4 +1,4 @@
-"""The pgvector store's in-process copies (`stores/pg_replica.py`): a process searching its copy sees every write
+"""The pgvector store's in-process copies (`stores/pg/replica.py`): a process searching its copy sees every write
 another process committed before the search began — inserts, replaced rows, deletions, an id deleted and written
 again, a replaced or emptied workspace — by catching up from the change counter (not by loading the copy again),
 reloads when the deletions it would need were trimmed, leaves a workspace over `replica_rows` to PostgreSQL, keeps
@@ -20,10 +20,10 @@ import pytest
 from psycopg import sql
 
 from reme_service.schema.vector_node import SearchHit
-from reme_service.stores import pgvector as pgvector_module
-from reme_service.stores.memory import WorkspaceState
-from reme_service.stores.pgvector import PgvectorVectorStore
-from reme_service.stores.resident import footprint
+from reme_service.stores.inproc.memory import WorkspaceState
+from reme_service.stores.inproc.resident import footprint
+from reme_service.stores.pg import store as pgvector_module
+from reme_service.stores.pg.store import PgvectorVectorStore
 from tests.contract.store_contract import WS, make_node, unit_vector
 from tests.contract.test_pgvector_index_builds import table_of
 from tests.contract.test_pgvector_store import _drop_all, make_store

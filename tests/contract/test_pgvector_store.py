@@ -20,7 +20,7 @@ from psycopg import sql
 from reme_service.errors import ConfigError, DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.stores.factory import create_store
 from reme_service.stores.params import PgvectorStoreParams
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.store import PgvectorVectorStore
 from reme_service.stores.spaces import space_of
 from tests.conditions import until
 from tests.contract.store_contract import DIM, WS, CountingEmbedder, StoreContract, ids, make_node, unit_vector
@@ -216,7 +216,7 @@ async def test_vectors_beyond_the_hnsw_limit_are_searched_exactly(
     store: PgvectorVectorStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     dim = 2_048  # e.g. wide embedding models; pgvector's HNSW indexes at most 2,000 dimensions
-    with caplog.at_level("WARNING", logger="reme_service.stores.pgvector"):
+    with caplog.at_level("WARNING", logger="reme_service.stores.pg.store"):
         await store.upsert("wide", [make_node(f"w{i}", vector=unit_vector(i, dim=dim)) for i in range(30)])
     assert "no HNSW index for 2048-dimensional vectors" in caplog.text
     hits = await store.search_vector("wide", unit_vector(7, dim=dim), top_k=3)
@@ -255,7 +255,7 @@ HYBRID_CORPUS = [
 async def test_hybrid_search_fuses_vectors_with_full_text(pg_dsn: str, index: str) -> None:  # noqa: F811
     """The same corpus and query in the memory store (cosine + BM25) and on PostgreSQL (cosine + ts_rank): the
     exact-word matches lead in both, filters hold, and a query of stopwords alone falls back to vectors."""
-    from reme_service.stores.memory import MemoryVectorStore
+    from reme_service.stores.inproc.memory import MemoryVectorStore
 
     pg = make_store(pg_dsn, index=index)
     memory = MemoryVectorStore(embedder=CountingEmbedder())

@@ -18,7 +18,7 @@ import pytest
 from reme_service.errors import ConfigError
 from reme_service.stores.factory import create_store
 from reme_service.stores.params import QdrantStoreParams
-from reme_service.stores.qdrant import QdrantVectorStore
+from reme_service.stores.qdrant.store import QdrantVectorStore
 from tests.contract.store_contract import CountingEmbedder, StoreContract
 from tests.contract.test_chroma_store import RemoteStoreChecks
 

@@ -23,10 +23,10 @@ from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
-from reme_service.stores.chroma import ChromaVectorStore
-from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+from reme_service.stores.chroma.store import ChromaVectorStore
+from reme_service.stores.es.store import ElasticsearchVectorStore
 from reme_service.stores.params import ChromaStoreParams, ElasticsearchStoreParams, PgvectorStoreParams
-from reme_service.stores.pgvector import PgvectorVectorStore
+from reme_service.stores.pg.store import PgvectorVectorStore
 from reme_service.stores.remote import RemoteVectorStore
 from reme_service.stores.shared_lock import LeaseHolder
 from tests.conditions import until

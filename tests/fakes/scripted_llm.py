@@ -1,6 +1,6 @@
 """An in-process LLM double for op tests: replies are scripted per op, never chosen by matching prompt text.
 
-The flow runner records which op is running (`reme_service.context_vars.current_op`, exact under `|` because each
+The flow runner records which op is running (`reme_service.flow.current_op`, exact under `|` because each
 branch runs in its own task), so a test says *which step* answers what:
 
 ```python
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reme_service.context_vars import current_op
+from reme_service.flow.current_op import current_op
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.messages import Message, Role
 

@@ -12,7 +12,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
-from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.inproc.memory import MemoryVectorStore
 
 pytestmark = pytest.mark.anyio
 

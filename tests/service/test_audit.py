@@ -16,8 +16,8 @@ import pytest
 from reme_service.app import ReMeApp
 from reme_service.audit.log import read_records
 from reme_service.audit.record import AuditRecord
+from reme_service.auth.caller import current_caller
 from reme_service.auth.keyfile import create_key
-from reme_service.context_vars import current_caller
 from tests.contract.test_local_store import FsyncRecorder, contents_synced, name_synced
 
 pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]

@@ -16,7 +16,7 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.memory import memory_from_dict
-from reme_service.stores.local import LocalVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.spaces import space_of
 from tests.conditions import until_sync

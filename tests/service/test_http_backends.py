@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from reme_service.stores.chroma_client import close_async_http_client
+from reme_service.stores.chroma.client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
 from tests.fakes.chroma_server import ChromaServer, chroma_server, free_port, running_chroma  # noqa: F401
 from tests.fakes.es_server import FakeElasticsearch
@@ -290,7 +290,7 @@ def test_postgres_foreign_dimension_is_400_naming_both(serve: ServeFn, pg_dsn: s
     from reme_service.providers.embedding.hash import HashEmbeddingClient
     from reme_service.schema.vector_node import VectorNode
     from reme_service.stores.params import PgvectorStoreParams
-    from reme_service.stores.pgvector import PgvectorVectorStore
+    from reme_service.stores.pg.store import PgvectorVectorStore
 
     prefix = f"d{secrets.token_hex(4)}_"
 

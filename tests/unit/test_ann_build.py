@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from reme_service.stores.ann import BUILD_NICE, AnnIndex
+from reme_service.stores.inproc.ann import BUILD_NICE, AnnIndex
 from reme_service.stores.params import AnnParams
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reme_service.stores.elasticsearch import _scrubbed, _without_userinfo
+from reme_service.stores.es.store import _scrubbed, _without_userinfo
 
 
 def test_a_host_url_is_shown_without_its_credentials() -> None:

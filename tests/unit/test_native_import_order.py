@@ -1,7 +1,7 @@
 """onnxruntime and usearch in one process, the store's ANN index imported first (a fresh interpreter each time).
 
 usearch loads NumKong with RTLD_GLOBAL, which exports copies of libstdc++'s symbols: an onnxruntime loaded after
-it bound to them and crashed at import. `reme_service.stores.ann` loads onnxruntime before usearch.
+it bound to them and crashed at import. `reme_service.stores.inproc.ann` loads onnxruntime before usearch.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 
 SCRIPT = """
 import numpy as np
-import reme_service.stores.quantized  # numkong imported directly (not through usearch) first
-import reme_service.stores.ann  # usearch, and NumKong's symbols, next
+import reme_service.stores.inproc.quantized  # numkong imported directly (not through usearch) first
+import reme_service.stores.inproc.ann  # usearch, and NumKong's symbols, next
 from reme_service.providers.embedding.bert_graph import EncoderGraph
 from usearch.index import Index
 

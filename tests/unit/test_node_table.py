@@ -8,9 +8,9 @@ import threading
 import orjson
 import pytest
 
-from reme_service.stores import node_table
-from reme_service.stores.node_table import NodeTable
-from reme_service.stores.packed import StoredNode, compile_stored_filter
+from reme_service.stores.inproc import node_table
+from reme_service.stores.inproc.node_table import NodeTable
+from reme_service.stores.inproc.packed import StoredNode, compile_stored_filter
 
 WORDS = ["deploy", "rollback", "cache", "index", "shard", "replica", "token", "budget", "retry", "timeout"]
 

@@ -12,8 +12,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
-from reme_service.context_vars import current_op
 from reme_service.errors import LLMError, LLMReplyError
+from reme_service.flow.current_op import current_op
 from reme_service.providers.llm.none import NoLLM
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM, backoff_delay
 from reme_service.schema.messages import Message, Role

@@ -14,9 +14,9 @@ from reme_service.ops.vector_store.library_io import read_library_nodes
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.filters import compile_filter
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import MemoryVectorStore
-from reme_service.stores.packed import PackedNodes, StoredNode, compact_bytes, compile_stored_filter, export_node
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import MemoryVectorStore
+from reme_service.stores.inproc.packed import PackedNodes, StoredNode, compact_bytes, compile_stored_filter, export_node
 from reme_service.stores.params import LocalStoreParams
 
 pytestmark = pytest.mark.anyio

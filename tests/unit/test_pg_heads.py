@@ -1,4 +1,4 @@
-"""`stores/pg_heads.py`: the registry rows searches of the pgvector copies read, several in one statement. A search
+"""`stores/pg/heads.py`: the registry rows searches of the pgvector copies read, several in one statement. A search
 joins only a read that has not begun (so it sees every write finished before it asked), one caller's cancellation
 leaves the others' read alone, and a failed read fails its callers only."""
 
@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from reme_service.stores.pg_heads import HeadReads
+from reme_service.stores.pg.heads import HeadReads
 from tests.conditions import until
 
 T = TypeVar("T")

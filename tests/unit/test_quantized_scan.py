@@ -1,4 +1,4 @@
-"""The int8 first pass of exact search (`stores/quantized.py`, `WorkspaceState.scan_top`): the same hits and scores as
+"""The int8 first pass of exact search (`inproc/quantized.py`, `WorkspaceState.scan_top`): the same hits and scores as
 a full float32 scan, plain and hybrid, through inserts, replaces and deletes (rows moved into holes), with ties; built
 only for workspaces big enough and without an approximate index; counted in a workspace's resident size."""
 
@@ -9,11 +9,11 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.stores.inproc.memory import QUANTIZED_FROM, MemoryVectorStore, WorkspaceState, _dot_rows
+from reme_service.stores.inproc.quantized import BLOCK_ROWS, QuantizedRows
+from reme_service.stores.inproc.resident import footprint
 from reme_service.stores.lexical import fuse
-from reme_service.stores.memory import QUANTIZED_FROM, MemoryVectorStore, WorkspaceState, _dot_rows
 from reme_service.stores.params import AnnParams, MemoryStoreParams
-from reme_service.stores.quantized import BLOCK_ROWS, QuantizedRows
-from reme_service.stores.resident import footprint
 from reme_service.stores.vectors import as_query
 from tests.conditions import until
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from reme_service.context_vars import current_op
 from reme_service.errors import FlowDeclarationError, InvalidRequestError, OpError, UndeclaredAccessError
 from reme_service.flow.context import FlowContext, Input, Key
+from reme_service.flow.current_op import current_op
 from reme_service.flow.op import Op, OpParams
 from reme_service.flow.runner import FlowRunner
 

@@ -9,8 +9,8 @@ import pytest
 from reme_service.errors import ConfigError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.factory import create_store
-from reme_service.stores.local import LocalVectorStore
-from reme_service.stores.memory import MemoryVectorStore
+from reme_service.stores.inproc.local import LocalVectorStore
+from reme_service.stores.inproc.memory import MemoryVectorStore
 
 EMBEDDER = HashEmbeddingClient(dimensions=16)
 
@@ -43,7 +43,7 @@ def test_unknown_backend_lists_the_valid_ones(tmp_path: Path) -> None:
 
 
 def test_chroma_backend_modes(tmp_path: Path) -> None:
-    from reme_service.stores.chroma import ChromaVectorStore
+    from reme_service.stores.chroma.store import ChromaVectorStore
 
     embedded = create_store("chroma", {}, embedder=EMBEDDER, data_dir=tmp_path)
     assert isinstance(embedded, ChromaVectorStore) and embedded.conn.store_dir == tmp_path / "chroma"
@@ -57,7 +57,7 @@ def test_chroma_backend_modes(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_elasticsearch_backend_params(tmp_path: Path) -> None:
-    from reme_service.stores.elasticsearch import ElasticsearchVectorStore
+    from reme_service.stores.es.store import ElasticsearchVectorStore
 
     params = {"hosts": "http://127.0.0.1:9", "basic_auth": "u:p", "batch_size": 64, "hybrid": True}
     store = create_store("elasticsearch", params, embedder=EMBEDDER, data_dir=tmp_path)

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from reme_service.errors import ConfigError
-from reme_service.stores.chroma_where import chroma_where, node_metadata, record_metadata, stale_keys
-from reme_service.stores.es_query import es_filter, reciprocal_rank_fusion
+from reme_service.stores.chroma.where import chroma_where, node_metadata, record_metadata, stale_keys
+from reme_service.stores.es.query import es_filter, reciprocal_rank_fusion
 from reme_service.stores.names import (
     check_es_prefix,
     chroma_collection_name,

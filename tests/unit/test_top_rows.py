@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reme_service.stores.memory import TOP_BLOCK, _above_block_maxima, _top_rows
+from reme_service.stores.inproc.memory import TOP_BLOCK, _above_block_maxima, _top_rows
 
 
 @pytest.mark.parametrize("rounding", [None, 1, 2])  # None: distinct scores; 1 or 2 decimals: many ties

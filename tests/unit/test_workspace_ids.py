@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from reme_service.errors import InvalidRequestError
+from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 from reme_service.stores.names import chroma_collection_name, chroma_workspace_id, es_alias_name, es_workspace_id
-from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 NEW_IDS = ["alice@example.com", "张三", "John Smith", "Alice", "alice", "ünïcödé-ü", "a%41", "x~y", "😀 emoji", "_.-"]
 OLD_IDS = ["default", "team-1", "my.ws_1", "A_B.c-d", "ws", ".hidden", "x" * 128]

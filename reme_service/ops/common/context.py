@@ -9,14 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller
+from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller, current_caller
 from reme_service.auth.policy import authorize
-from reme_service.context_vars import current_caller
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
+from reme_service.schema.workspace_ids import file_name, validate_workspace_id
 from reme_service.services import Services
-from reme_service.stores.workspace_ids import file_name, validate_workspace_id
 
 
 def workspace_working_root(root: Path, workspace_id: str) -> Path:
@@ -93,7 +92,7 @@ class ServiceContext(FlowContext):
 
 class ServiceContextFactory:
     """Builds a `ServiceContext` per request: resolves and validates the workspace (400 on a bad id) and checks that
-    the request's caller (`context_vars.current_caller`; trusted when unset) may make it (403: `auth.policy`)."""
+    the request's caller (`auth.caller.current_caller`; trusted when unset) may make it (403: `auth.policy`)."""
 
     def __init__(self, services: Services) -> None:
         self._services = services

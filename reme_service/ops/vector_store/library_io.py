@@ -26,7 +26,7 @@ from reme_service.schema.json_limits import MAX_JSON_DEPTH, check_json_values
 from reme_service.schema.memory import BaseMemory, memory_from_dict
 from reme_service.schema.strict_json import strict_loads
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.packed import pack_nodes
+from reme_service.stores.inproc.packed import pack_nodes
 
 logger = logging.getLogger("reme_service.library")
 

@@ -27,9 +27,9 @@ from reme_service.ops.vector_store.library_io import library_file, read_library_
 from reme_service.ops.vector_store.reembed import reembed_workspace
 from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from_node
 from reme_service.schema.vector_node import VectorNode
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import VectorStore
 from reme_service.stores.vectors import latest_by_id
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from reme_service.context_vars import current_trail
+from reme_service.audit.trail import current_trail
 from reme_service.durable import fsync_path
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
 from reme_service.schema.paths import path_problem

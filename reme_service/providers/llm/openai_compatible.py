@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 from openai.types.chat import ChatCompletionChunk
 
-from reme_service.context_vars import current_op
 from reme_service.errors import LLMError, LLMReplyError
+from reme_service.flow.current_op import current_op
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.retry import (
     OpenAIRetryingClient,
@@ -34,7 +34,7 @@ __all__ = ["OpenAICompatibleLLM", "RetryableReply", "backoff_delay", "call_with_
 
 # Request settings that are options of the openai call rather than fields of the JSON body.
 _CALL_OPTIONS = ("extra_headers", "extra_query", "timeout")
-OP_HEADER = "X-ReMe-Op"  # the op that makes the call (see reme_service/context_vars.py)
+OP_HEADER = "X-ReMe-Op"  # the op that makes the call (see reme_service/flow/current_op.py)
 # Body fields the client sets itself; callers cannot override them.
 _RESERVED = ("messages", "stream", "stream_options", "tools")
 
@@ -191,7 +191,7 @@ class OpenAICompatibleLLM(OpenAIRetryingClient, LLMClient):
             stream=True,
             stream_options={"include_usage": True},
         )
-        if op := current_op.get():  # which step asks (context_vars.py): for gateways, cost attribution and tests
+        if op := current_op.get():  # which step asks (flow/current_op.py): for gateways, cost attribution and tests
             request["extra_headers"] = {OP_HEADER: op, **(request.get("extra_headers") or {})}
         if tools:
             request["tools"] = list(tools)

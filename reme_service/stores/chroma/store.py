@@ -4,7 +4,7 @@
 One collection per workspace, named by `stores/names.py` (reversible), with the workspace id also in the
 collection's metadata, and so is its embedding space (`reme_embedding_space`, written at creation and by the
 first write to an older collection; a replace's staging collection carries the new one). Records: id = node id,
-document = content, embedding = the node's unit vector, metadata as in `stores/chroma_where.py` (lossless JSON
+document = content, embedding = the node's unit vector, metadata as in `stores/chroma/where.py` (lossless JSON
 copy plus typed leaves for filtering).
 
 Similarity. Collections use Chroma's inner-product space over vectors we normalise, so `1 - distance` is the
@@ -36,9 +36,10 @@ from numpy.typing import NDArray
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.chroma_client import ChromaConnection, is_not_found
-from reme_service.stores.chroma_lease import ChromaLeases
-from reme_service.stores.chroma_where import (
+from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.stores.chroma.client import ChromaConnection, is_not_found
+from reme_service.stores.chroma.lease import ChromaLeases
+from reme_service.stores.chroma.where import (
     SEQ_KEY,
     ChromaWhere,
     chroma_where,
@@ -60,7 +61,6 @@ from reme_service.stores.remote_filter import check_leaf_counts
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import dimension_error
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
-from reme_service.stores.pg_conn import Conn
+from reme_service.stores.pg.conn import Conn
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 from reme_service.concurrency import OnePerKey
-from reme_service.stores.pg_conn import Conn
+from reme_service.stores.pg.conn import Conn
 
 logger = logging.getLogger(__name__)
 

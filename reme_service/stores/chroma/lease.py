@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reme_service.stores.chroma_client import ChromaConnection, is_not_found
+from reme_service.stores.chroma.client import ChromaConnection, is_not_found
 from reme_service.stores.shared_lock import LeaseHolder
 
 _ROLE_KEY = "reme_role"

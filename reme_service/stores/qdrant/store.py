@@ -29,12 +29,12 @@ from qdrant_client import AsyncQdrantClient, models
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.filters import Condition
 from reme_service.stores.names import check_chroma_prefix, qdrant_alias_name, qdrant_workspace_id
 from reme_service.stores.params import QdrantStoreParams
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ fuse it). The others, and all with `replica_rows: 0`, are searched in PostgreSQL
 LIMIT k` (negative inner product; score `max(cos, 0)`). Unfiltered searches use the HNSW index (approximate;
 `ef_search`, raised to `top_k`, with pgvector's strict-order iterative scan so `k` rows come back whenever the
 workspace has them); filtered searches and `index: exact` rank every matching row (exact). Filters become SQL
-(`stores/pg_filter.py`), every value a bound parameter and every name an `sql.Identifier`.
+(`stores/pg/filter.py`), every value a bound parameter and every name an `sql.Identifier`.
 
 Vectors travel as pgvector's text form (`'[0.1,0.2]'::vector`), written and read with orjson: PostgreSQL parses
 them with `strtof` and prints the shortest text that reads back to the same float32, so vectors round-trip bit
@@ -60,25 +60,25 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, trusted_node
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
-from reme_service.stores.memory import WorkspaceState, run_search
-from reme_service.stores.packed import compile_stored_filter
+from reme_service.stores.inproc.memory import WorkspaceState, run_search
+from reme_service.stores.inproc.packed import compile_stored_filter
 from reme_service.stores.params import PgvectorStoreParams
-from reme_service.stores.pg_conn import Conn
-from reme_service.stores.pg_filter import PgWhere, pg_where, storable
-from reme_service.stores.pg_heads import HeadReads
-from reme_service.stores.pg_hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
-from reme_service.stores.pg_index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
-from reme_service.stores.pg_registry import Entry, RegistryCache
-from reme_service.stores.pg_replica import KEEP_VERSIONS, Head, Moved, Replicas
-from reme_service.stores.pg_terms import CommonTerms
-from reme_service.stores.pg_vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
+from reme_service.stores.pg.conn import Conn
+from reme_service.stores.pg.filter import PgWhere, pg_where, storable
+from reme_service.stores.pg.heads import HeadReads
+from reme_service.stores.pg.hybrid import HybridQuery, any_of, candidate_count, hybrid_statement, lex_text, query_terms
+from reme_service.stores.pg.index import HnswBuilder, cancel_builds, hnsw_statement, pending_tables
+from reme_service.stores.pg.registry import Entry, RegistryCache
+from reme_service.stores.pg.replica import KEEP_VERSIONS, Head, Moved, Replicas
+from reme_service.stores.pg.terms import CommonTerms
+from reme_service.stores.pg.vectors import VectorOids, VectorRows, register_vector_rows, vector_oids
 from reme_service.stores.remote import Prepared, RemoteVectorStore
 from reme_service.stores.spaces import EmbeddingSpace, check_space, parse_space, recorded_space
 from reme_service.stores.summary import WorkspaceSummary
 from reme_service.stores.vectors import QueryVector, as_query, dimension_error
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ many rows, of the rows at or above the k-th highest block maximum only: `_above_
 those k; a filter is evaluated lazily, best-scoring rows first (`_filtered_top`). Scores are
 `max(cos, 0)`; vectors are normalised on insert. Measured (cookbook/bench/store_speed.py, 2 busy cores):
 p50 0.7 ms at 10k x 384 and 6.5 ms at 100k x 384, with or without a filter. An unfiltered search of a workspace of
-`QUANTIZED_FROM` rows or more first scans an int8 copy of the rows (`stores/quantized.py`, ~4x less memory to
+`QUANTIZED_FROM` rows or more first scans an int8 copy of the rows (`stores/inproc/quantized.py`, ~4x less memory to
 read) that bounds every row's score, then scores exactly only the rows that can be in the top k (`scan_top`): the
 same hits and scores, 10k x 384 in ~0.24 ms instead of ~0.49 (hybrid, top 20).
 
@@ -54,19 +54,20 @@ from numpy.typing import NDArray
 from reme_service.concurrency import OFF_LOOP_ITEMS
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.ann import MIN_CANDIDATES, AnnIndex
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import Filter, VectorStore, consume_exception
-from reme_service.stores.lexical import LexicalIndex, fuse
-from reme_service.stores.node_table import NodeTable
-from reme_service.stores.packed import (
+from reme_service.stores.inproc.ann import MIN_CANDIDATES, AnnIndex
+from reme_service.stores.inproc.node_table import NodeTable
+from reme_service.stores.inproc.packed import (
     PackedNodes,
     StoredFilter,
     StoredNode,
     compile_stored_filter,
     export_node,
 )
+from reme_service.stores.inproc.quantized import QuantizedRows
+from reme_service.stores.lexical import LexicalIndex, fuse
 from reme_service.stores.params import AnnParams, MemoryStoreParams
-from reme_service.stores.quantized import QuantizedRows
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
 from reme_service.stores.summary import Tally, WorkspaceSummary
 from reme_service.stores.vectors import (
@@ -78,7 +79,6 @@ from reme_service.stores.vectors import (
     latest_by_id,
     normalise_rows,
 )
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ logger = logging.getLogger(__name__)
 INLINE_ROWS = 2_000
 INLINE_SEARCH_CELLS = 6_000_000
 TOP_BLOCK = 1_024  # scores per block when picking the top k of many (`_above_block_maxima`)
-QUANTIZED_FROM = 4_096  # rows from which an exact scan goes through the int8 copy first (`stores/quantized.py`)
+QUANTIZED_FROM = 4_096  # rows from which an exact scan goes through the int8 copy first (`stores/inproc/quantized.py`)
 RESCAN_SHARE = 8  # ... unless its candidates are more than this share of the rows
 KTH_BLOCK = 32  # values per block when finding the k-th highest of many (`_kth_highest`)
 _MIN_CAPACITY = 64
@@ -370,7 +370,7 @@ class WorkspaceState:
         predicate: StoredFilter | None,
     ) -> list[SearchHit]:
         """The exact top k of every row matching `predicate` (cosine, fused with BM25 when `lexical` is given).
-        Unfiltered, a workspace of `QUANTIZED_FROM` rows or more scans its int8 copy first (`stores/quantized.py`):
+        Unfiltered, a workspace of `QUANTIZED_FROM` rows or more scans its int8 copy first (`quantized.py`):
         only the rows whose score bound reaches the k-th best lower bound are scored from the float32 matrix; if that
         is more than `1 / RESCAN_SHARE` of the rows, every row is."""
         n = self.size

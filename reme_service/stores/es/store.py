@@ -6,7 +6,7 @@ index is made by a write or a replace; an index made empty, or by an older versi
 through a `_meta` mapping update). `replace_workspace` fills a new index and then swaps the alias
 and drops the old index in one atomic `_aliases` call, so readers see the old or the new set, never a mix.
 
-Documents, mapping and filters: `stores/es_query.py`. The vector field is a float `dense_vector` with HNSW and
+Documents, mapping and filters: `stores/es/query.py`. The vector field is a float `dense_vector` with HNSW and
 cosine similarity, its `dims` taken from the first vectors written (the embedder's dimension for an empty
 workspace created explicitly); a write whose vectors differ from an index's `dims` is refused with a 400 naming
 both, before anything is sent.
@@ -18,7 +18,7 @@ filter as a pre-filter; `hybrid` adds a BM25 `match` on the content and fuses bo
 Listing pages with `search_after` on `(seq, unique_id)`, so it has no 10,000 cap.
 
 Workspace locks are shared by every process on the cluster (unless `shared_lock` is off): lease documents in
-the index `<prefix>_0locks`, written with Elasticsearch's conditional writes (`stores/es_lease.py`).
+the index `<prefix>_0locks`, written with Elasticsearch's conditional writes (`stores/es/lease.py`).
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ except ImportError:  # pragma: no cover - elasticsearch without orjson support
 from reme_service.errors import InvalidRequestError, ReMeError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import Filter
-from reme_service.stores.es_lease import EsLeases
-from reme_service.stores.es_query import (
+from reme_service.stores.es.lease import EsLeases
+from reme_service.stores.es.query import (
     META_SPACE,
     META_WORKSPACE,
     SOURCE_WITH_VECTORS,
@@ -71,7 +72,6 @@ from reme_service.stores.remote_filter import check_leaf_counts
 from reme_service.stores.shared_lock import SharedLock
 from reme_service.stores.spaces import EmbeddingSpace, parse_space
 from reme_service.stores.vectors import QueryVector, as_query, dimension_error
-from reme_service.stores.workspace_ids import validate_workspace_id
 
 logger = logging.getLogger(__name__)
 

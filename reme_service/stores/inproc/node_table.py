@@ -27,7 +27,7 @@ import orjson
 import zstandard
 
 from reme_service.schema.vector_node import SearchHit, trusted_search_hit
-from reme_service.stores.packed import StoredFilter, StoredNode, compact_bytes
+from reme_service.stores.inproc.packed import StoredFilter, StoredNode, compact_bytes
 
 COMPRESS_FROM = 50_000  # nodes: below this a table keeps raw blobs (nothing to decode on a read)
 DICTIONARY_BYTES = 16_384

@@ -31,7 +31,7 @@ Compaction (new snapshot, then a fresh log) runs when a log passes `compact_afte
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
 scans file names. All file I/O runs in worker threads, under the workspace's write lock.
 
-Memory: node metadata is kept as JSON bytes (`stores/packed.py`) and goes into the snapshot and the log as it is
+Memory: node metadata is kept as JSON bytes (`stores/inproc/packed.py`) and goes into the snapshot and the log as it is
 (`orjson.Fragment`); a snapshot is read one line at a time, so its parsing garbage is reused line after line
 instead of pinning allocator pages. Encoding the snapshot of a large workspace still frees tens of MB of
 buffers into the worker thread's malloc arena, which glibc keeps; after a snapshot of at least
@@ -65,13 +65,13 @@ import orjson
 from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.stores.ann import AnnIndex
-from reme_service.stores.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
-from reme_service.stores.node_table import NodeTable
+from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
+from reme_service.stores.inproc.ann import AnnIndex
+from reme_service.stores.inproc.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+from reme_service.stores.inproc.node_table import NodeTable
+from reme_service.stores.inproc.resident import ResidentSet
 from reme_service.stores.params import LocalStoreParams
-from reme_service.stores.resident import ResidentSet
 from reme_service.stores.spaces import parse_space
-from reme_service.stores.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 
 T = TypeVar("T")
 
@@ -469,7 +469,7 @@ class LocalVectorStore(MemoryVectorStore):
             )
         wal = _Wal(self._wal_path(workspace_id), wal_id)
         _replay(wal, state, workspace_id)
-        state.nodes.compress()  # a big workspace keeps its nodes compressed (stores/node_table.py)
+        state.nodes.compress()  # a big workspace keeps its nodes compressed (stores/inproc/node_table.py)
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal

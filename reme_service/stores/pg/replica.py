@@ -42,10 +42,10 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from reme_service.stores.memory import INLINE_ROWS, Batch, WorkspaceState
-from reme_service.stores.packed import StoredNode
-from reme_service.stores.pg_conn import Conn
-from reme_service.stores.resident import ResidentSet
+from reme_service.stores.inproc.memory import INLINE_ROWS, Batch, WorkspaceState
+from reme_service.stores.inproc.packed import StoredNode
+from reme_service.stores.inproc.resident import ResidentSet
+from reme_service.stores.pg.conn import Conn
 from reme_service.stores.spaces import parse_space
 
 logger = logging.getLogger(__name__)
