@@ -54,10 +54,11 @@ from reme_service.ops.common.context import ServiceContext, ServiceContextFactor
 from reme_service.ops.common.op import ServiceOp
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.providers.llm.base import LLMClient
+from reme_service.providers.metered import MeteredEmbedder, MeteredLLM
 from reme_service.schema.requests import build_request_model
 from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.services import Services
-from reme_service.stores.factory import create_store, parse_store_params
+from reme_service.storage.factory import build_store, parse_store_params
 
 KEY_USE_FLUSH_SECONDS = 5.0
 
@@ -174,22 +175,31 @@ class ReMeApp:
         data_dir = self.data_dir
         services = Services(config=cfg, file_roots=self.file_roots, history=self.history)
         self._check_prompts(services)
+        # every client the app builds is wrapped from the outside: LLMs and embedders metered
+        # (`providers/metered.py`), stores metered, size-bounded and audited (`storage/guarded.py`)
         for name, llm_cfg in cfg.llm.items():
-            services.llms[name] = self._llm_clients.get(name) or create_llm(name, llm_cfg, self.env)
+            llm = self._llm_clients.get(name) or create_llm(name, llm_cfg, self.env)
+            services.llms[name] = MeteredLLM(llm, self.metrics.meter("llm", name))
         for name, emb_cfg in cfg.embedding_model.items():
-            services.embedders[name] = create_embedder(name, emb_cfg, self.env)
+            embedder = create_embedder(name, emb_cfg, self.env)
+            services.embedders[name] = MeteredEmbedder(embedder, self.metrics.meter("embedding", name))
         for name, store_cfg in cfg.vector_store.items():
-            embedder = services.embedders.get(store_cfg.embedding_model)
-            if embedder is None:
+            store_embedder = services.embedders.get(store_cfg.embedding_model)
+            if store_embedder is None:
                 raise ConfigError(
                     f"vector_store.{name}.embedding_model: no embedding_model named {store_cfg.embedding_model!r}"
                 )
-            services.stores[name] = create_store(
-                store_cfg.backend, store_cfg.params, embedder=embedder, data_dir=data_dir
+            store = build_store(
+                store_cfg.backend,
+                store_cfg.params,
+                embedder=store_embedder,
+                data_dir=data_dir,
+                meter=self.metrics.meter("store", name),
+                max_memory_bytes=store_cfg.max_memory_bytes,
             )
-            services.stores[name].max_memory_bytes = store_cfg.max_memory_bytes
+            services.stores[name] = store
+            self.metrics.track_resident(name, store.resident_workspaces)
         await asyncio.to_thread(self.file_roots.prepare)
-        self._meter(services)
         for client in services.clients():
             await client.start()
         self.services = services
@@ -205,16 +215,6 @@ class ReMeApp:
             services.embedders["default"].backend if "default" in services.embedders else "-",
             services.store().backend if "default" in services.stores else "-",
         )
-
-    def _meter(self, services: Services) -> None:
-        """Give every client its meter (`observe/metered.py`) and report the stores' resident workspaces."""
-        for name, llm in services.llms.items():
-            llm.meter = self.metrics.meter("llm", name)
-        for name, embedder in services.embedders.items():
-            embedder.meter = self.metrics.meter("embedding", name)
-        for name, store in services.stores.items():
-            store.meter = self.metrics.meter("store", name)
-            self.metrics.track_resident(name, store.resident_workspaces)
 
     async def stop(self) -> None:
         if not self._started or self.services is None:

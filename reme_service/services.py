@@ -13,7 +13,7 @@ from reme_service.history.log import HistoryLog
 from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
-from reme_service.stores.base import VectorStore
+from reme_service.storage.guarded import GuardedStore
 
 
 class ManagedClient(Protocol):
@@ -31,7 +31,7 @@ class Services:
     history: HistoryLog | None = None  # every memory's history (`history/`); None when `history.enabled` is off
     llms: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
-    stores: dict[str, VectorStore] = field(default_factory=dict)
+    stores: dict[str, GuardedStore] = field(default_factory=dict)
     prompts: PromptLibrary = field(default_factory=PromptLibrary)
     #: client regexes (grep over working memory) run here, never in the default executor
     regex_lane: ThreadLane = field(default_factory=lambda: ThreadLane("reme-regex", 2))
@@ -60,7 +60,9 @@ class Services:
             raise ConfigError(f"no vector_store named {store!r}; configured: {', '.join(self.stores)}") from None
         return self.embedder(config.embedding_model)
 
-    def store(self, name: str = "default") -> VectorStore:
+    def store(self, name: str = "default") -> GuardedStore:
+        """The store named `name`, unbound: its writes are recorded for nobody (a request's ops use
+        `ServiceContext.store`, bound to the request)."""
         try:
             return self.stores[name]
         except KeyError:

@@ -145,7 +145,7 @@ async def run(flow: str, batch: int, requests: int, store: str, with_llm: bool, 
             if with_llm:
                 services.llms["default"] = llm
             embedder = CountingEmbedder(services.embedders["default"])
-            services.store().embedder = embedder
+            services.store().inner.embedder = embedder  # the backend embeds; the wrapper only passes through
             rng = random.Random(seed)
             counter = 0
 

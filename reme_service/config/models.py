@@ -126,10 +126,10 @@ class VectorStoreConfig(_Strict):
     embedding_model: str = "default"
     params: dict[str, Any] = Field(default_factory=dict)
     max_memory_bytes: int | None = Field(
-        default=1 << 20,  # stores.bounded.DEFAULT_MAX_MEMORY_BYTES (1 MiB)
+        default=1 << 20,  # storage.bounds.DEFAULT_MAX_MEMORY_BYTES (1 MiB)
         ge=1,
         description="the largest memory a write may hold (id, when_to_use and the rest as JSON); a write with a "
-        "larger one is refused whole with 413 (stores/bounded.py); null = no limit",
+        "larger one is refused whole with 413 (storage/bounds.py); null = no limit",
     )
 
 

@@ -62,6 +62,7 @@ from reme_service.server.body import parse_json
 from reme_service.server.envelope import json_response, request_id_from
 from reme_service.server.export import SnapshotResponse, snapshot_library
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES
+from reme_service.storage.writer import Writer
 from reme_service.stores.base import VectorStore
 from reme_service.stores.summary import WorkspaceSummary as StoreSummary
 
@@ -279,9 +280,12 @@ class ManageAPI:
         self.cursors = Cursors(app.data_dir / "auth" / "cursor.key")
 
     def store(self) -> VectorStore:
+        """The default store, bound to the request's audit trail when it has one (`audited`)."""
         if self.app.services is None:
             raise StoreError("the service is not started")
-        return self.app.services.store()
+        trail = current_trail.get()
+        writer = Writer(trail, (current_caller.get() or TRUSTED).key_id) if trail is not None else None
+        return self.app.services.store().bound(writer)
 
     @staticmethod
     def authorize(workspace_id: str, needed: Scope, what: str) -> str:

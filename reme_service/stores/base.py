@@ -54,12 +54,8 @@ from typing import Any, TypeVar
 
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.errors import NotFoundError
-from reme_service.observe.metered import STORE_OPERATIONS, meter_methods
-from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.audited import audit_writes
-from reme_service.stores.bounded import DEFAULT_MAX_MEMORY_BYTES, bound_writes
 from reme_service.stores.spaces import EmbeddingSpace, check_space, space_of
 from reme_service.stores.summary import WorkspaceSummary, summarize_metadata
 from reme_service.stores.vectors import QueryVector
@@ -75,20 +71,12 @@ def consume_exception(future: asyncio.Future[Any]) -> None:
 
 
 class VectorStore(ABC):
-    """Base class of all backends. Subclasses implement the abstract methods."""
+    """Base class of all backends. Subclasses implement the abstract methods.
+
+    A backend knows nothing of audit, history, size limits or metrics: the factory wraps every backend it builds in
+    `storage.guarded.GuardedStore`, which adds them from the outside."""
 
     backend: str = "abstract"
-    #: where operations are counted and timed (`observe/metered.py`); set by the app when it starts
-    meter: Meter | None = None
-    #: the largest memory a write may hold, in bytes (`stores/bounded.py`); None: no limit. Set by the app from
-    #: `vector_store.<name>.max_memory_bytes`
-    max_memory_bytes: int | None = DEFAULT_MAX_MEMORY_BYTES
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        audit_writes(cls)  # every backend's writes reach the request's audit trail
-        bound_writes(cls)  # and are refused, before the audit's look-ups, when a memory is too large
-        meter_methods(cls, STORE_OPERATIONS)  # and every operation reaches the metrics
 
     def resident_workspaces(self) -> int | None:
         """How many workspaces this store holds in memory; None for stores that hold none (servers)."""
@@ -245,6 +233,3 @@ class VectorStore(ABC):
         if copies:
             await self.upsert(dest, copies)
         return len(copies)
-
-
-meter_methods(VectorStore, STORE_OPERATIONS)  # the operations the base class itself implements

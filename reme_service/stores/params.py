@@ -1,6 +1,6 @@
 """The validated parameters of each store backend (`vector_store.<name>.params` in the config), spelled once.
 
-`stores/factory.py` validates a backend's params with these models before the app serves; each store's constructor
+`storage/factory.py` validates a backend's params with these models before the app serves; each store's constructor
 takes its model as it is, so a parameter is named here and read by the store, nowhere else. No backend SDK is
 imported here: parsing a configuration needs neither chromadb nor elasticsearch.
 """

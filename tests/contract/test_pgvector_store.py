@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from reme_service.errors import ConfigError, DimensionMismatchError, InvalidRequestError, StoreError
-from reme_service.stores.factory import create_store
+from reme_service.storage.factory import create_store
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg.store import PgvectorVectorStore
 from reme_service.stores.spaces import space_of

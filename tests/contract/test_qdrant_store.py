@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from reme_service.errors import ConfigError
-from reme_service.stores.factory import create_store
+from reme_service.storage.factory import create_store
 from reme_service.stores.params import QdrantStoreParams
 from reme_service.stores.qdrant.store import QdrantVectorStore
 from tests.contract.store_contract import CountingEmbedder, StoreContract

@@ -56,7 +56,7 @@ def memory_ids(result: dict[str, object]) -> list[str]:
 
 async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) -> None:
     assert app.services is not None
-    store = app.services.store("default")
+    store = app.services.store("default").inner
     assert isinstance(store, MemoryVectorStore) and store._spaces[WS].ann is not None
     embedder = app.services.store_embedder("default")
     rng = random.Random(9)

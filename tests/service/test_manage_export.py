@@ -132,7 +132,7 @@ async def service(tmp_path: Path, *overrides: str) -> AsyncIterator[tuple[Any, V
         api = create_http_app(app, manage_lifecycle=False)
         transport = httpx.ASGITransport(app=api)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
-            yield api, app.services.store(), client
+            yield api, app.services.store().inner, client  # the backend: what the test patches is what the routes reach
 
 
 async def create(client: httpx.AsyncClient, workspace: str, body: bytes) -> None:

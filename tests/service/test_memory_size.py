@@ -1,4 +1,4 @@
-"""One memory's size is bounded on every path that writes memories (`stores/bounded.py`): a write holding a memory
+"""One memory's size is bounded on every path that writes memories (`storage/bounds.py`): a write holding a memory
 over `vector_store.<name>.max_memory_bytes` is refused whole with 413, naming the memory and the limit, and nothing
 of it is stored; a memory exactly at the limit is stored."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from reme_service.config.models import VectorStoreConfig
 from reme_service.schema.memory import memory_from_dict
-from reme_service.stores.bounded import DEFAULT_MAX_MEMORY_BYTES, node_bytes
+from reme_service.storage.bounds import DEFAULT_MAX_MEMORY_BYTES, node_bytes
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service

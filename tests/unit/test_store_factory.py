@@ -8,7 +8,7 @@ import pytest
 
 from reme_service.errors import ConfigError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
-from reme_service.stores.factory import create_store
+from reme_service.storage.factory import create_store
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from reme_service.audit.trail import AuditTrail, current_trail
 from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller, current_caller
 from reme_service.auth.policy import authorize
 from reme_service.file_roots import FileRoots
@@ -16,6 +17,8 @@ from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
 from reme_service.schema.workspace_ids import file_name, validate_workspace_id
 from reme_service.services import Services
+from reme_service.storage.guarded import GuardedStore
+from reme_service.storage.writer import Writer
 
 
 def workspace_working_root(root: Path, workspace_id: str) -> Path:
@@ -38,14 +41,21 @@ class ServiceContext(FlowContext):
         workspace_id: str,
         language: str = "",
         caller: Caller = TRUSTED,
+        trail: AuditTrail | None = None,
     ) -> None:
         super().__init__(flow_name=flow_name, request_id=request_id, request=request)
         self.services = services
         self.workspace_id = workspace_id
         self.language = language
         self.caller = caller
+        #: who this request's store writes are recorded for (None: not recorded)
+        self.writer = Writer(trail, caller.key_id) if trail is not None else None
         # memory object id -> (the memory, its fields when dumped, the dump): `publish_memories`' reuse
         self._dumps: dict[int, tuple[BaseMemory, dict[str, Any], dict[str, Any]]] = {}
+
+    def store(self, name: str = "default") -> GuardedStore:
+        """The store named `name`, bound to this request: its writes are recorded to the request's audit trail."""
+        return self.services.store(name).bound(self.writer)
 
     @property
     def working_root(self) -> Path:
@@ -113,4 +123,5 @@ class ServiceContextFactory:
             workspace_id=workspace_id,
             language=config.language,
             caller=caller,
+            trail=current_trail.get(),
         )

@@ -23,7 +23,7 @@ class UpdateVectorStoreOp(ServiceOp[UpdateVectorStoreParams]):
     may_read = (keys.MEMORY_LIST, keys.DELETED_MEMORY_IDS, keys.EMBEDDED)
 
     async def run(self, ctx: ServiceContext) -> None:
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         if self.params.lock:
             async with store.lock(ctx.workspace_id):
                 result = await self._apply(ctx, store)

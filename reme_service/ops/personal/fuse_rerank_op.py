@@ -197,7 +197,7 @@ class FuseRerankOp(ServiceOp[FuseRerankParams]):
 
     async def _time_candidates(self, ctx: ServiceContext, span: TimeSpan, seen: set[str]) -> list[BaseMemory]:
         """Memories beyond the semantic candidates that match `span`, from a wider similarity search."""
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         flt = personal_filter(ctx.get(keys.TARGET, None))
         top_k = self.params.time_recall_top_k
         exact = ctx.input(common_fields.EXACT)

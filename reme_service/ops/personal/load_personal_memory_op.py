@@ -33,7 +33,7 @@ class LoadPersonalMemoryOp(ServiceOp[LoadPersonalMemoryParams]):
     writes = (keys.UNREFLECTED, keys.INSIGHTS)
 
     async def run(self, ctx: ServiceContext) -> None:
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         target = user_name(ctx)
         pending = await load_personal(
             store, ctx.workspace_id, personal_filter(target, kind=OBSERVATION, reflected={"ne": True})

@@ -32,7 +32,7 @@ class LoadTodayMemoryOp(ServiceOp[LoadTodayMemoryParams]):
         days = sorted({s.time.strftime("%Y-%m-%d") for s in ctx.get(keys.STATEMENTS, [])})
         memories: list[PersonalMemory] = []
         if days:
-            store = ctx.services.store(self.params.store)
+            store = ctx.store(self.params.store)
             flt = personal_filter(user_name(ctx), kind=OBSERVATION, msg_date=days)
             nodes = await store.list_nodes(ctx.workspace_id, filter=flt)
             # an invalidated memory was contradicted already: it is not judged again

@@ -76,7 +76,7 @@ class RetrieveMemoryOp(ServiceOp[RetrieveMemoryParams]):
         top_k = ctx.input(fields.TOP_K)
         validity = ctx.get(keys.VALIDITY, None)
         count = max(1, min(max(self.params.recall_top_k, top_k) * (1 if validity is None else 2), MAX_RECALL))
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         if not await store.exists_workspace(ctx.workspace_id):
             ctx[keys.QUERY_VECTOR] = None
             ctx[keys.QUERY_LEXICAL_WEIGHT] = None

@@ -36,7 +36,7 @@ class DeleteMemoryOp(ServiceOp[DeleteMemoryParams]):
                 f"freq_threshold must be at least 1 (got {freq_threshold})", details={"field": "freq_threshold"}
             )
         utility_threshold = ctx.input(UTILITY_THRESHOLD)
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         async with store.lock(ctx.workspace_id):
             doomed: list[str] = []
             for node in await store.list_nodes(ctx.workspace_id, filter={"metadata.memory_type": "task"}):

@@ -41,7 +41,7 @@ class MemoryDeduplicationOp(ServiceOp[MemoryDeduplicationParams]):
         if not memories:
             publish(ctx, [])
             return
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         vectors = await ctx.services.store_embedder(self.params.store).embed([m.when_to_use for m in memories])
         embedded = ctx.get(keys.EMBEDDED, {})
         embedded.setdefault(self.params.store, {}).update((m.when_to_use, vectors[i]) for i, m in enumerate(memories))

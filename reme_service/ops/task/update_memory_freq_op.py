@@ -59,7 +59,7 @@ class UpdateMemoryFreqOp(ServiceOp[UpdateMemoryFreqParams]):
         utility = self.params.update_utility
         if utility is None:
             utility = ctx.input(UPDATE_UTILITY)
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         updated: list[TaskMemory] = []
         if ids:
             async with store.lock(ctx.workspace_id):

@@ -135,7 +135,7 @@ class ParseToolCallResultOp(ServiceOp[ParseToolCallResultParams]):
                 heuristic_verdict(call).apply(call)
             ctx.response.metadata["evaluation_stats"] = {"judge": "heuristic", "judged": len(unique)}
             return {}
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         stored = await load_tool_memories(store, ctx.workspace_id, names)
         known = {c.call_hash for item in stored.values() for c in item.memory.tool_call_results}
         fresh = [call for call in unique if call.call_hash not in known]
@@ -207,7 +207,7 @@ class ParseToolCallResultOp(ServiceOp[ParseToolCallResultParams]):
             appended.extend(added)
             return item
 
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         commit = await update_tool_memories(store, workspace, names, append)
         return _Appended(commit, outcomes, appended)
 

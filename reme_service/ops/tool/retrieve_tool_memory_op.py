@@ -34,7 +34,7 @@ class RetrieveToolMemoryOp(ServiceOp[RetrieveToolMemoryParams]):
     async def run(self, ctx: ServiceContext) -> None:
         names = ctx.input(fields.TOOL_NAMES)
         recent = self.params.recent_call_count
-        stored = await load_tool_memories(ctx.services.store(self.params.store), ctx.workspace_id, names)
+        stored = await load_tool_memories(ctx.store(self.params.store), ctx.workspace_id, names)
         found = [name for name in names if name in stored]
         memories = {name: stored[name].memory for name in found}
         statistics = {name: tool_statistics(memories[name], recent) for name in found}

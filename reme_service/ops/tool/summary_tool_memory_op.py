@@ -85,7 +85,7 @@ class SummaryToolMemoryOp(ServiceOp[SummaryToolMemoryParams]):
     async def run(self, ctx: ServiceContext) -> None:
         names = ctx.input(fields.TOOL_NAMES)
         recent = self.params.recent_call_count
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         stored = await load_tool_memories(store, ctx.workspace_id, names)
         due = {
             name: item.memory.tool_call_results[-recent:]

@@ -154,7 +154,7 @@ class RecallVectorStoreOp(ServiceOp[RecallVectorStoreParams]):
         written in it: `periods.period_filter`), merged without repeats. The query is then embedded once, here, and
         every search gets its vector."""
         params = self.params
-        store = ctx.services.store(params.store)
+        store = ctx.store(params.store)
         exact = ctx.input(fields.EXACT)
         vector = None
         if periods:

@@ -8,7 +8,7 @@
 3. `replace_workspace` installs the new set with the store's space, atomically: a crash or a failure anywhere
    before leaves the workspace as it was (nothing is written until the swap, so nothing is left to clean up). The
    memories are the same ones: the swap is not reported as their deletion and re-creation (no history entries,
-   no change events; `audited.vectors_only`).
+   no change events: it is written through `GuardedStore.vectors_only`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from reme_service.schema.vector_node import VectorNode
-from reme_service.stores.audited import vectors_only
+from reme_service.storage.guarded import GuardedStore
 from reme_service.stores.base import VectorStore
 from reme_service.stores.vectors import embed_checked
 
@@ -46,8 +46,9 @@ async def reembed_workspace(store: VectorStore, workspace_id: str) -> dict[str, 
         late = {node.unique_id: fresh[row] for row, node in enumerate(stale)}
         for node in current:
             node.vector = late[node.unique_id] if node.unique_id in late else built[node.unique_id][1]
-        with vectors_only():  # the same memories: no history entries, no change events
-            size = await store.replace_workspace(workspace_id, current)
+        # the same memories: no history entries, no change events (a bare backend records nothing anyway)
+        quiet = store.vectors_only() if isinstance(store, GuardedStore) else store
+        size = await quiet.replace_workspace(workspace_id, current)
     seconds = time.perf_counter() - started
     logger.info("re-embedded %d memories of %s in %.1f s (%d at the swap)", size, workspace_id, seconds, len(stale))
     return {

@@ -81,7 +81,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             raise InvalidRequestError(
                 f"unknown action {action!r}; valid actions: {', '.join(ACTIONS)}", details={"field": "action"}
             )
-        store = ctx.services.store(self.params.store)
+        store = ctx.store(self.params.store)
         ctx.response.answer = ""
         ctx.response.metadata["action_result"] = await handler(ctx, store)
 
@@ -159,7 +159,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
 
     async def _reembed(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         """Move the workspace to the store's current embedding space (`reembed.py`; over HTTP always a job)."""
-        return await reembed_workspace(store, ctx.workspace_id)
+        return await reembed_workspace(ctx.store(self.params.store), ctx.workspace_id)
 
 
 # Turning many memories into other objects runs in a worker thread (`off_loop_if` above `OFF_LOOP_ITEMS`): 10,000

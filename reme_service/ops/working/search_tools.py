@@ -58,7 +58,7 @@ class VectorStoreSearchTool(AgentTool):
 
 
 def _vector_store_tool(ctx: ServiceContext, store: str, top_k: int) -> AgentTool:
-    return VectorStoreSearchTool(ctx.services.store(store), ctx.workspace_id, top_k)
+    return VectorStoreSearchTool(ctx.store(store), ctx.workspace_id, top_k)
 
 
 SearchToolFactory = Callable[[ServiceContext, str, int], AgentTool]

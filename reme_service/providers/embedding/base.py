@@ -9,9 +9,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from reme_service.observe.metered import EMBEDDING_CALLS, meter_methods
-from reme_service.observe.metrics import Meter
-
 
 class EmbeddingClient(ABC):
     """Turns texts into vectors.
@@ -23,12 +20,6 @@ class EmbeddingClient(ABC):
 
     backend: str = "abstract"
     model_name: str = ""
-    #: where calls are counted and timed (`observe/metered.py`); set by the app when it starts
-    meter: Meter | None = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        meter_methods(cls, EMBEDDING_CALLS)
 
     @property
     @abstractmethod

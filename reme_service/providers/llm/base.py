@@ -6,8 +6,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from reme_service.observe.metered import LLM_CALLS, meter_methods
-from reme_service.observe.metrics import Meter
 from reme_service.schema.messages import Message
 
 
@@ -22,12 +20,6 @@ class LLMClient(ABC):
     backend: str = "abstract"
     model_name: str = ""
     available: bool = True
-    #: where calls are counted and timed (`observe/metered.py`); set by the app when it starts
-    meter: Meter | None = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        meter_methods(cls, LLM_CALLS)
 
     @abstractmethod
     async def chat(

@@ -1,4 +1,5 @@
-"""Build the configured vector store: pick the backend, validate its parameters, construct it."""
+"""Build the configured vector store: pick the backend, validate its parameters, construct it (`create_store`), and
+wrap it for the app (`build_store`: a `GuardedStore` with the store's meter and size bound)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reme_service.errors import ConfigError, describe_validation_errors
+from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
+from reme_service.storage.guarded import GuardedStore
 from reme_service.stores.base import VectorStore
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
@@ -72,6 +75,22 @@ def create_store(backend: str, params: Mapping[str, Any], *, embedder: Embedding
         raise ConfigError(f"vector store backend {name!r}: {exc}", details={"backend": name}) from exc
     assert isinstance(parsed, MemoryStoreParams)
     return MemoryVectorStore(parsed, embedder=embedder)
+
+
+def build_store(
+    backend: str,
+    params: Mapping[str, Any],
+    *,
+    embedder: EmbeddingClient,
+    data_dir: Path,
+    meter: Meter | None = None,
+    max_memory_bytes: int | None,
+) -> GuardedStore:
+    """The store the app serves: the backend `create_store` builds, wrapped in a `GuardedStore` that meters its
+    operations into `meter`, refuses memories over `max_memory_bytes` and records the writes of the requests it is
+    bound to."""
+    backend_store = create_store(backend, params, embedder=embedder, data_dir=data_dir)
+    return GuardedStore(backend_store, meter=meter, max_memory_bytes=max_memory_bytes)
 
 
 def _create_server_store(

@@ -1,44 +1,31 @@
-"""The size bound of one memory, checked on every backend's writes before anything is written.
+"""The size bound of one memory, checked by `GuardedStore` on every write of memories before anything is written.
 
-`VectorStore.__init_subclass__` wraps the `upsert` and `replace_workspace` a backend defines (`bound_writes`), as
-it wraps them for the audit trail: every path that writes memories — the flows, `vector_store insert` and `load`,
-the management API's PATCH and import — reaches a store through one of them. A node's size is what a store keeps
+Every path that writes memories — the flows, `vector_store insert` and `load`, the management API's PATCH and
+import — reaches a backend through the wrapper's `upsert` or `replace_workspace`. A node's size is what a store keeps
 of it and what every read of it hands back: the UTF-8 bytes of its id and content (the memory's `when_to_use`) and
-its metadata as compact JSON (the rest of the memory). A batch with one node over `VectorStore.max_memory_bytes`
+its metadata as compact JSON (the rest of the memory). A batch with one node over the store's `max_memory_bytes`
 is refused whole with 413 `payload_too_large`, naming the node's position in the batch, its id, its size and the
 limit: nothing of it is written. (One memory of a million metadata keys, an 18.8 MB body, was accepted, and every
 later read of its workspace, even of one memory, took 1-2 s and answered 16.8 MB.)
 
-The writes of a re-embedding (`audited.vectors_only`) write back memories already stored and are not checked, nor
-is a write another write makes (a backend's `replace_workspace` built on `upsert`, the base `copy_workspace`).
+The writes of a re-embedding (`GuardedStore.vectors_only`) write back memories already stored and are not checked,
+nor are the copies of a `copy_workspace` (memories already stored).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from reme_service.errors import PayloadTooLargeError
-from reme_service.stores.audited import inside_audited_write, wrap_own_methods
+from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.inproc.packed import PackedNodes
-
-if TYPE_CHECKING:
-    from reme_service.schema.vector_node import VectorNode
-    from reme_service.stores.base import VectorStore
-
-BOUNDED_WRITES = ("upsert", "replace_workspace")
 
 #: the default of `vector_store.<name>.max_memory_bytes`: 1 MiB, ~700 times the largest memory of the shipped
 #: libraries (1.4 KB) and room for a tool memory of several hundred recorded calls
 DEFAULT_MAX_MEMORY_BYTES = 1 << 20
-
-_checking: ContextVar[bool] = ContextVar("_inside_bounded_write", default=False)
-
-Method = Callable[..., Awaitable[Any]]
 
 
 def node_bytes(node: VectorNode) -> int:
@@ -70,25 +57,3 @@ def check_sizes(nodes: Sequence[VectorNode], limit: int | None) -> None:
                 "(vector_store.<name>.max_memory_bytes). Nothing was written",
                 details={"index": index, "memory_id": unique_id, "bytes": size, "limit": limit},
             )
-
-
-def _bounded(method: Method) -> Method:
-    @functools.wraps(method)
-    async def wrapper(self: VectorStore, workspace_id: str, *args: Any, **kwargs: Any) -> Any:
-        if _checking.get() or inside_audited_write():
-            return await method(self, workspace_id, *args, **kwargs)
-        nodes: Sequence[VectorNode] = args[0] if args else kwargs["nodes"]
-        check_sizes(nodes, self.max_memory_bytes)
-        token = _checking.set(True)
-        try:
-            return await method(self, workspace_id, *args, **kwargs)
-        finally:
-            _checking.reset(token)
-
-    wrapper.__bounded__ = True  # type: ignore[attr-defined]
-    return wrapper
-
-
-def bound_writes(cls: type) -> None:
-    """Wrap the memory writes `cls` itself defines (inherited ones are wrapped where they are defined)."""
-    wrap_own_methods(cls, BOUNDED_WRITES, "__bounded__", lambda _, method: _bounded(method))
