@@ -24,8 +24,8 @@ closed first). Every append is fsynced before it returns, so closing a descripto
 reopened, in append mode, by its next write.
 
 RAM: workspaces load lazily on first use and stay while the store's estimated resident bytes are within
-`max_resident_mb`; past it, idle workspaces leave RAM, least recently used first (`ResidentSet`, `_touch`), and load
-again from their snapshot and log on their next use.
+`max_resident_mb`; past it, idle workspaces leave RAM, least recently used first (`ResidentSet`,
+`LocalFiles.touch`), and load again from their snapshot and log on their next use.
 
 Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
@@ -67,10 +67,12 @@ from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 from reme_service.stores.inproc.ann import AnnIndex
-from reme_service.stores.inproc.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.inproc.node_table import NodeTable
+from reme_service.stores.inproc.packed import StoredNode
 from reme_service.stores.inproc.resident import ResidentSet
-from reme_service.stores.params import LocalStoreParams
+from reme_service.stores.inproc.workspace import Batch, WorkspaceState
+from reme_service.stores.params import LocalStoreParams, MemoryStoreParams
 from reme_service.stores.spaces import parse_space
 
 T = TypeVar("T")
@@ -363,30 +365,22 @@ def _encode_upsert(batch: Batch) -> bytes:
     return orjson.dumps(record) + b"\n"
 
 
-class LocalVectorStore(MemoryVectorStore):
-    """Workspaces in RAM, made durable by a snapshot and a write-ahead log per workspace under `store_dir`."""
+class LocalFiles:
+    """The persistence of backend "local" (`stores/inproc/persistence.py`): a snapshot and a write-ahead log per
+    workspace under `store_dir`, and the choice of which workspaces stay in RAM (`touch`)."""
 
-    backend = "local"
+    durable = True
 
-    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
-        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
-        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
-        super().__init__(embedder=embedder)
-        if params.store_dir is not None:
-            store_dir = params.store_dir
-        elif data_dir is not None:
-            store_dir = Path(data_dir) / "vector_store"
-        else:
-            raise ValueError("the local store needs params.store_dir or a data_dir")
-        self.store_dir = store_dir.expanduser().absolute()
+    def __init__(self, store_dir: Path, params: LocalStoreParams) -> None:
+        self.store_dir = store_dir
         self.ann_params = params.ann
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
         self._wals: dict[str, _Wal] = {}
-        self._handles = _Handles(params.max_open_files)
+        self.handles = _Handles(params.max_open_files)
         budget = None if params.max_resident_mb is None else int(params.max_resident_mb * 2**20)
-        self._resident = ResidentSet(budget)
-        self.evictions = 0
+        self.resident = ResidentSet(budget)
+        self.evictions = 0  # workspaces let go of to stay within the budget
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
 
@@ -416,42 +410,34 @@ class LocalVectorStore(MemoryVectorStore):
         for leftover in self.store_dir.glob(f"*{TMP_SUFFIX}"):
             leftover.unlink(missing_ok=True)
 
+    async def writable(self) -> bool:
+        return await asyncio.to_thread(os.access, self.store_dir, os.W_OK)
+
     # ----- what stays in RAM -----
 
-    def resident_workspaces(self) -> int | None:
-        return len(self._spaces)
-
-    def _touch(self, workspace_id: str, state: WorkspaceState) -> None:
+    def touch(self, workspace_id: str, state: WorkspaceState, release: Callable[[str], bool]) -> None:
         """Note the use, then let idle workspaces go, least recently used first, while over the budget. Runs on the
-        event loop without awaiting, so nothing else starts on a workspace while it is looked at. A workspace whose
-        write lock is held (a write, a load or a compaction under way) stays; readers already running keep the state
-        they hold. Everything resident is on disk (the log is written before RAM changes), so nothing is lost."""
-        resident = self._resident
+        event loop without awaiting, so nothing else starts on a workspace while it is looked at; `release` keeps
+        a workspace whose write lock is held. Everything resident is on disk (the log is written before RAM
+        changes), so nothing is lost."""
+        resident = self.resident
         resident.touch(workspace_id, state)
         if not resident.over_budget():
             return
         for other in resident.oldest_first():
             if not resident.over_budget():
                 return
-            lock = self._write_locks.get(other)
-            if other == workspace_id or (lock is not None and lock.locked()):
+            if other == workspace_id or not release(other):
                 continue
-            self._spaces.pop(other, None)
             resident.forget(other)
             wal = self._wals.pop(other, None)
             if wal is not None:
-                self._handles.close(wal)
+                self.handles.close(wal)
             self.evictions += 1
-
-    async def health(self) -> dict[str, Any]:
-        # no paths here: /health is open, and the server's disk layout is nobody else's business
-        if not await asyncio.to_thread(os.access, self.store_dir, os.W_OK):
-            return {"status": "down", "backend": self.backend, "reason": "the store directory is not writable"}
-        return {"status": "ok", "backend": self.backend}
 
     # ----- loading and listing -----
 
-    async def _load(self, workspace_id: str) -> WorkspaceState | None:
+    async def load(self, workspace_id: str) -> WorkspaceState | None:
         loaded = await self._io(self._read_workspace, workspace_id)
         if loaded is None:
             return None
@@ -474,10 +460,10 @@ class LocalVectorStore(MemoryVectorStore):
             self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal
 
-    async def _exists_persisted(self, workspace_id: str) -> bool:
+    async def exists(self, workspace_id: str) -> bool:
         return await self._io(self._snapshot_path(workspace_id).is_file)
 
-    async def _list_persisted(self) -> list[str]:
+    async def list_workspaces(self) -> list[str]:
         return await self._io(self._scan)
 
     def _scan(self) -> list[str]:
@@ -494,7 +480,7 @@ class LocalVectorStore(MemoryVectorStore):
                     names.append(workspace_id)
         return names
 
-    # ----- persistence hooks (called under the workspace's write lock) -----
+    # ----- writing (under the workspace's write lock) -----
 
     def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
@@ -517,7 +503,7 @@ class LocalVectorStore(MemoryVectorStore):
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
             path.unlink(missing_ok=True)
 
-    async def _ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
         """Put a freshly built index on disk: beside the snapshot when the log is empty (the snapshot holds exactly
         these rows), else with a compaction."""
         wal = self._wals.get(workspace_id)
@@ -531,30 +517,30 @@ class LocalVectorStore(MemoryVectorStore):
         except StoreError as exc:  # the rows are safe; the index is rebuilt at the next open
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
 
-    async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def create(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)
         self._wals[workspace_id] = wal  # the log is created by the first append
 
-    async def _persist_replace(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def replace(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)  # the commit point
         old = self._wals.pop(workspace_id, None)
         self._wals[workspace_id] = wal
         try:
             if old is not None:
-                await self._io(self._handles.close, old)
-            await self._io(_reset_wal, wal, self._handles)
+                await self._io(self.handles.close, old)
+            await self._io(_reset_wal, wal, self.handles)
         except StoreError as exc:  # the old log is stale now; the next append resets it
             logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
 
-    async def _persist_drop(self, workspace_id: str) -> bool:
-        self._resident.forget(workspace_id)
+    async def drop(self, workspace_id: str) -> bool:
+        self.resident.forget(workspace_id)
         return await self._io(self._remove_files, workspace_id, self._wals.pop(workspace_id, None))
 
     def _remove_files(self, workspace_id: str, wal: _Wal | None) -> bool:
         if wal is not None:
-            self._handles.close(wal)
+            self.handles.close(wal)
         snapshot = self._snapshot_path(workspace_id)
         existed = snapshot.is_file()
         snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
@@ -579,10 +565,10 @@ class LocalVectorStore(MemoryVectorStore):
             fsync_path(self.store_dir)
         return existed
 
-    async def _log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+    async def log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
         await self._append_record(workspace_id, state, lambda: _encode_upsert(batch))
 
-    async def _log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+    async def log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
         await self._append_record(workspace_id, state, lambda: orjson.dumps({"op": "delete", "ids": ids}) + b"\n")
 
     async def _append_record(self, workspace_id: str, state: WorkspaceState, encode: Callable[[], bytes]) -> None:
@@ -590,11 +576,10 @@ class LocalVectorStore(MemoryVectorStore):
         if wal.needs_snapshot:
             await self._compact(workspace_id, state, wal)
         elif not wal.ready:
-            await self._io(_reset_wal, wal, self._handles)
-        await self._io(_append, wal, self._handles, encode)
+            await self._io(_reset_wal, wal, self.handles)
+        await self._io(_append, wal, self.handles, encode)
 
-    async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
-        self._touch(workspace_id, state)  # its size changed
+    async def after_write(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = self._wals[workspace_id]
         if wal.records >= self.compact_after_records or wal.size >= self.compact_after_bytes:
             try:
@@ -607,7 +592,60 @@ class LocalVectorStore(MemoryVectorStore):
         wal_id = uuid.uuid4().hex
         await self._io(self._write_snapshot, workspace_id, state, wal_id)
         wal.snapshot_id, wal.ready, wal.needs_snapshot = wal_id, False, False
-        await self._io(_reset_wal, wal, self._handles)
+        await self._io(_reset_wal, wal, self.handles)
+
+    async def compact(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Fold the workspace's log into a new snapshot now."""
+        await self._compact(workspace_id, state, self._wals[workspace_id])
+
+    async def unload(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Compact a workspace with logged writes (the store closes) and close its log."""
+        wal = self._wals.pop(workspace_id, None)
+        if wal is None:
+            return
+        try:
+            if wal.records or wal.needs_snapshot:
+                await self._compact(workspace_id, state, wal)
+        except StoreError as exc:  # nothing is lost: the log still holds the writes
+            logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
+        finally:
+            await self._io(self.handles.close, wal)
+
+    async def close(self) -> None:
+        await self._io(self.handles.close_all)  # logs of workspaces forgotten by a drop or a replace, if any
+        if self._dir_lock is not None:
+            fd, self._dir_lock = self._dir_lock, None
+            os.close(fd)
+
+
+class LocalVectorStore(MemoryVectorStore):
+    """Workspaces in RAM, made durable by a snapshot and a write-ahead log per workspace under `store_dir`
+    (`LocalFiles`, the store's persistence: `files`)."""
+
+    backend = "local"
+
+    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
+        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
+        if params.store_dir is not None:
+            store_dir = params.store_dir
+        elif data_dir is not None:
+            store_dir = Path(data_dir) / "vector_store"
+        else:
+            raise ValueError("the local store needs params.store_dir or a data_dir")
+        files = LocalFiles(store_dir.expanduser().absolute(), params)
+        super().__init__(MemoryStoreParams(ann=params.ann), embedder=embedder, persistence=files)
+        self.files = files
+        self.store_dir = files.store_dir
+
+    async def start(self) -> None:
+        await self.files.start()
+
+    async def health(self) -> dict[str, Any]:
+        # no paths here: /health is open, and the server's disk layout is nobody else's business
+        if not await self.files.writable():
+            return {"status": "down", "backend": self.backend, "reason": "the store directory is not writable"}
+        return {"status": "ok", "backend": self.backend}
 
     async def compact(self, workspace_id: str) -> None:
         """Fold the workspace's log into a new snapshot now (no-op for an unknown workspace)."""
@@ -615,24 +653,4 @@ class LocalVectorStore(MemoryVectorStore):
         async with self._write_lock(workspace_id):
             state = await self._open(workspace_id, create=False)
             if state is not None:
-                await self._compact(workspace_id, state, self._wals[workspace_id])
-
-    async def close(self) -> None:
-        """Compact every workspace with logged writes, close the logs and forget the loaded state."""
-        await super().close()
-        for workspace_id in list(self._spaces):
-            async with self._write_lock(workspace_id):
-                state, wal = self._spaces.pop(workspace_id, None), self._wals.pop(workspace_id, None)
-                if state is None or wal is None:
-                    continue
-                try:
-                    if wal.records or wal.needs_snapshot:
-                        await self._compact(workspace_id, state, wal)
-                except StoreError as exc:  # nothing is lost: the log still holds the writes
-                    logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
-                finally:
-                    await self._io(self._handles.close, wal)
-        await self._io(self._handles.close_all)  # logs of workspaces forgotten by a drop or a replace, if any
-        if self._dir_lock is not None:
-            fd, self._dir_lock = self._dir_lock, None
-            os.close(fd)
+                await self.files.compact(workspace_id, state)

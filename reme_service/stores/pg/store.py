@@ -63,8 +63,9 @@ from reme_service.schema.vector_node import SearchHit, VectorNode, trusted_hit, 
 from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
-from reme_service.stores.inproc.memory import WorkspaceState, run_search
 from reme_service.stores.inproc.packed import compile_stored_filter
+from reme_service.stores.inproc.search import run_search
+from reme_service.stores.inproc.workspace import WorkspaceState
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg.conn import Conn
 from reme_service.stores.pg.filter import PgWhere, pg_where, storable
