@@ -113,8 +113,8 @@ async def measure(path: Path, workspaces: int, budget_mb: float, dim: int) -> No
         f"target <= budget + 300 = {budget_mb + 300:.0f})"
     )
     print(
-        f"resident workspaces {store.resident_workspaces():,}, estimated {store._resident.total / 2**20:.0f} MiB, "
-        f"let go {store.evictions:,} times"
+        f"resident workspaces {store.resident_workspaces():,}, estimated {store.files.resident.total / 2**20:.0f} MiB, "
+        f"let go {store.files.evictions:,} times"
     )
     print(f"open file descriptors: {fds} (target <= 256)")
     await store.close()

@@ -20,7 +20,8 @@ from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.stores.inproc.ann import AnnIndex
 from reme_service.stores.inproc.local import LocalVectorStore
-from reme_service.stores.inproc.memory import INLINE_ROWS, MemoryVectorStore, WorkspaceState
+from reme_service.stores.inproc.memory import MemoryVectorStore
+from reme_service.stores.inproc.workspace import INLINE_ROWS, WorkspaceState
 from reme_service.stores.params import AnnParams, LocalStoreParams, MemoryStoreParams
 from tests.conditions import until
 from tests.contract import local_store_writer as writer
@@ -197,10 +198,10 @@ async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_
 def crash(store: LocalVectorStore) -> None:
     """Leave `store` as a killed process would: nothing flushed or compacted, its directory free for the next."""
     store._closing = True
-    store._handles.close_all()
-    assert store._dir_lock is not None
-    os.close(store._dir_lock)
-    store._dir_lock = None
+    store.files.handles.close_all()
+    assert store.files._dir_lock is not None
+    os.close(store.files._dir_lock)
+    store.files._dir_lock = None
 
 
 def _run_writer_until_killed(store_dir: Path, first: int, wanted_acks: int, stderr_path: Path) -> list[int]:

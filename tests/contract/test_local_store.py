@@ -25,8 +25,8 @@ from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.stores.inproc import node_table
 from reme_service.stores.inproc.local import LocalVectorStore
-from reme_service.stores.inproc.memory import QUANTIZED_FROM
 from reme_service.stores.inproc.resident import footprint
+from reme_service.stores.inproc.workspace import QUANTIZED_FROM
 from reme_service.stores.lexical import DENSE_MIN_ROWS
 from reme_service.stores.params import AnnParams, LocalStoreParams
 from tests.contract import local_store_writer as writer
@@ -46,7 +46,7 @@ WS = "durable"
 
 
 class TestLocalStore(StoreContract):
-    MID_WRITE = ("_log_upsert", True)  # the batch is in the write-ahead log; RAM does not hold it yet
+    MID_WRITE = ("_apply_upsert", False)  # the batch is in the write-ahead log; RAM does not hold it yet
 
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder, tmp_path: Path) -> AsyncIterator[LocalVectorStore]:
@@ -343,7 +343,7 @@ async def test_concurrent_appends_beyond_the_bound_all_land(tmp_path: Path) -> N
     await store.start()
     writes = [(f"ws{n}", f"r{round_}") for round_ in range(5) for n in range(40)]
     await asyncio.gather(*(store.upsert(ws, [make_node(uid, vector=unit_vector(len(uid)))]) for ws, uid in writes))
-    assert len(store._handles) <= 2
+    assert len(store.files.handles) <= 2
     restarted = open_store(tmp_path)  # as after a crash: from the logs on disk
     for n in range(40):
         assert sorted(ids(await restarted.list_nodes(f"ws{n}"))) == [f"r{round_}" for round_ in range(5)]
@@ -516,9 +516,9 @@ async def test_idle_workspaces_leave_ram_past_the_budget_and_come_back_whole(tmp
     try:
         for name in names:
             await store.upsert(name, [make_node(f"{name}-{j}", f"text {j} of {name}") for j in range(40)])
-        assert store.evictions > 0
+        assert store.files.evictions > 0
         assert store.resident_workspaces() is not None and store.resident_workspaces() < len(names)  # type: ignore[operator]
-        assert store._resident.total <= 0.05 * 2**20 or store.resident_workspaces() == 1
+        assert store.files.resident.total <= 0.05 * 2**20 or store.resident_workspaces() == 1
         for name in names:  # every workspace answers in full, loaded again where it had left
             nodes = await store.list_nodes(name)
             assert sorted(n.unique_id for n in nodes) == sorted(f"{name}-{j}" for j in range(40))
@@ -547,17 +547,17 @@ async def test_a_search_counts_what_it_built(tmp_path: Path) -> None:
     try:
         await store.upsert(WS, [make_node(f"n{i}", f"note {i} about the garden") for i in range(rows)])
         state = store._spaces[WS]
-        assert state.quantized is None and store._resident.total == footprint(state)
+        assert state.quantized is None and store.files.resident.total == footprint(state)
         await store.search(WS, "garden", top_k=1)  # builds the int8 copy
-        assert state.quantized is not None and store._resident.total == footprint(state)
+        assert state.quantized is not None and store.files.resident.total == footprint(state)
         without = footprint(state)
-        assert state.lexical is None and store._resident.total == without
+        assert state.lexical is None and store.files.resident.total == without
         await store.search_hybrid(WS, "zebra", top_k=3)  # builds the index; no term kept
         assert state.lexical is not None and state.lexical.kept_terms == 0
-        assert store._resident.total == without + state.lexical.nbytes() > without + rows * 8
+        assert store.files.resident.total == without + state.lexical.nbytes() > without + rows * 8
         await store.search_hybrid(WS, "garden", top_k=3)
         assert state.lexical.kept_terms == 1
-        assert store._resident.total == without + state.lexical.nbytes()  # 4 bytes a row more
+        assert store.files.resident.total == without + state.lexical.nbytes()  # 4 bytes a row more
     finally:
         await store.close()
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reme_service.stores.base import VectorStore
-from reme_service.stores.inproc import memory, packed
+from reme_service.stores.inproc import packed, workspace
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.summary import Tally, WorkspaceSummary
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 class TestMemoryStore(StoreContract):
-    MID_WRITE = ("_log_upsert", True)  # the (empty) log hook has run; the nodes are not in RAM yet
+    MID_WRITE = ("_apply_upsert", False)  # the (no-op) persistence has logged the batch; RAM does not hold it yet
 
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder) -> AsyncIterator[MemoryVectorStore]:
@@ -31,7 +31,7 @@ class TestMemoryStore(StoreContract):
 class TestMemoryStoreWithIndex(StoreContract):
     """The whole contract again with the approximate index on for every workspace (`ann.min_rows` 1)."""
 
-    MID_WRITE = ("_log_upsert", True)
+    MID_WRITE = ("_apply_upsert", False)
 
     @pytest.fixture
     async def store(self, embedder: CountingEmbedder) -> AsyncIterator[MemoryVectorStore]:
@@ -64,7 +64,7 @@ class TestInProcessSummary:
 
             return wrapper
 
-        monkeypatch.setattr(memory, "export_node", counting("nodes", memory.export_node))
+        monkeypatch.setattr(workspace, "export_node", counting("nodes", workspace.export_node))
         monkeypatch.setattr(packed, "trusted_node", counting("nodes", packed.trusted_node))
         monkeypatch.setattr(VectorStore, "summarize", counting("default", VectorStore.summarize))
         monkeypatch.setattr(Tally, "of", classmethod(counting("counts", Tally.of.__func__)))  # type: ignore[attr-defined]

@@ -20,8 +20,8 @@ import pytest
 from psycopg import sql
 
 from reme_service.schema.vector_node import SearchHit
-from reme_service.stores.inproc.memory import WorkspaceState
 from reme_service.stores.inproc.resident import footprint
+from reme_service.stores.inproc.workspace import WorkspaceState
 from reme_service.stores.pg import store as pgvector_module
 from reme_service.stores.pg.store import PgvectorVectorStore
 from tests.contract.store_contract import WS, make_node, unit_vector

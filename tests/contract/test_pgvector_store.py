@@ -291,7 +291,7 @@ async def test_an_older_registry_gets_the_space_column_and_its_rows_adopt(pg_dsn
     await older.start()
     await older.upsert(WS, [make_node("a", "written before spaces")])
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        await conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN space").format(older._registry))
+        await conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN space").format(older._schema.registry))
     await older.close()
     upgraded = make_store(pg_dsn, CountingEmbedder(model_name="another-model"), table_prefix=older.params.table_prefix)
     await upgraded.start()

@@ -9,9 +9,11 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.stores.inproc.memory import QUANTIZED_FROM, MemoryVectorStore, WorkspaceState, _dot_rows
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.inproc.quantized import BLOCK_ROWS, QuantizedRows
+from reme_service.stores.inproc.ranking import dot_rows
 from reme_service.stores.inproc.resident import footprint
+from reme_service.stores.inproc.workspace import QUANTIZED_FROM, WorkspaceState
 from reme_service.stores.lexical import fuse
 from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.vectors import as_query
@@ -43,7 +45,7 @@ def nodes(ids: range | list[int], vectors: np.ndarray) -> list[VectorNode]:
 def full_scores(state: WorkspaceState, query: np.ndarray, text: str | None) -> dict[str, float]:
     """Every row's score by the float32 scan of every row (no int8 pass), as a search reports it."""
     n = state.size
-    scores = _dot_rows(state.matrix[:n], query)
+    scores = dot_rows(state.matrix[:n], query)
     if text is not None:
         scores = fuse(scores, state.lexical_index().scores(text), WEIGHT)
     clipped = np.clip(scores, 0.0, 1.0).tolist()
@@ -172,6 +174,6 @@ def test_the_bound_covers_the_error_of_every_row() -> None:
     for query in probes.astype(np.float32):
         approx, slack = quantized.scores(query, len(rows))
         exact = rows.astype(np.float64) @ query.astype(np.float64)
-        for truth in (exact, _dot_rows(rows, query).astype(np.float64)):
+        for truth in (exact, dot_rows(rows, query).astype(np.float64)):
             assert (np.abs(approx - truth) <= slack).all()
         assert slack.max() < 0.05  # and it is tight enough to leave few candidates

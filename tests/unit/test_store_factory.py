@@ -25,7 +25,7 @@ def test_local_backend_defaults_under_data_dir(tmp_path: Path) -> None:
     store = create_store("local", {}, embedder=EMBEDDER, data_dir=tmp_path)
     assert isinstance(store, LocalVectorStore)
     assert store.store_dir == tmp_path / "vector_store"
-    assert (store.compact_after_records, store.compact_after_bytes) == (1_000, 64 * 1024 * 1024)
+    assert (store.files.compact_after_records, store.files.compact_after_bytes) == (1_000, 64 * 1024 * 1024)
 
 
 def test_local_backend_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,7 +34,7 @@ def test_local_backend_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     store = create_store("local", params, embedder=EMBEDDER, data_dir=Path("/elsewhere"))
     assert isinstance(store, LocalVectorStore)
     assert store.store_dir == tmp_path / "relative" / "vs"  # relative to the CWD, pinned at creation
-    assert (store.compact_after_records, store.compact_after_bytes) == (10, 4096)
+    assert (store.files.compact_after_records, store.files.compact_after_bytes) == (10, 4096)
 
 
 def test_unknown_backend_lists_the_valid_ones(tmp_path: Path) -> None:

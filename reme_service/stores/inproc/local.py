@@ -1,102 +1,65 @@
 """The durable local vector store (backend "local"): the in-RAM engine plus a snapshot and a log per workspace.
 
-Files in `store_dir` for a workspace `<ws>`:
-
-* `<ws>.snap`, the snapshot, always replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of
-  the directory; every fsync of this store is in `reme_service/durable.py`):
-  a JSON header line `{"format", "version", "dim", "space", "count", "nodes_bytes", "wal_id"}` (`space`: the
-  workspace's embedding space, `stores/spaces.py`; absent in older snapshots), then `nodes_bytes` of
-  JSON lines `{"id", "content", "metadata"}` in insertion order, then `count x dim` little-endian float32 (the
-  vectors, same order), read straight into the matrix. One file, so one rename commits nodes and vectors.
-* `<ws>.wal`, the write-ahead log: a header line `{"op": "wal", "wal_id"}`, then one JSON line per upsert
-  (`{"op": "upsert", "dim", "space", "nodes", "vectors"}`, vectors as base64 of float32 bytes) or delete
-  (`{"op": "delete", "ids"}`), written and fsynced before the call returns and before RAM changes. One line
-  per call, so a batch is either wholly in the log or not at all.
+Files in `store_dir` for a workspace `<ws>`: `<ws>.snap`, the snapshot (`stores/inproc/snapshot.py`), always
+replaced whole (`durable.atomic_write`: temp file, fsync, rename, fsync of the directory; every fsync of this store is
+in `reme_service/durable.py`); `<ws>.wal`, the write-ahead log (`stores/inproc/wal.py`), written and fsynced before
+a write returns and before RAM changes; `<ws>.ann`, the approximate index, a cache saved beside the snapshot.
 
 Recovery loads the snapshot and replays the log only when the log's `wal_id` is the snapshot's. Every snapshot
 gets a fresh random id, so a log already folded into a newer snapshot (a crash between the two steps of a
-compaction), or left behind by a deleted workspace, is never replayed. A torn last line (no newline, or not a
-valid record) is dropped and truncated away; a bad line followed by good ones is corruption (`StoreError`).
-
-Open files: a log is appended to through an `O_APPEND` descriptor kept open between writes, but at most
-`max_open_files` of them are open at once, whatever the number of workspaces (`_Handles`, least recently used
-closed first). Every append is fsynced before it returns, so closing a descriptor loses nothing; a closed log is
-reopened, in append mode, by its next write.
+compaction), or left behind by a deleted workspace, is never replayed. At most `max_open_files` logs are open at
+once (`wal.Handles`).
 
 RAM: workspaces load lazily on first use and stay while the store's estimated resident bytes are within
-`max_resident_mb`; past it, idle workspaces leave RAM, least recently used first (`ResidentSet`, `_touch`), and load
-again from their snapshot and log on their next use.
+`max_resident_mb`; past it, idle workspaces leave RAM, least recently used first (`ResidentSet`,
+`LocalFiles.touch`), and load again from their snapshot and log on their next use.
 
 Compaction (new snapshot, then a fresh log) runs when a log passes `compact_after_records` records or
 `compact_after_bytes` bytes, and on `close()`. Workspaces load lazily on first access; `list_workspaces` only
 scans file names. All file I/O runs in worker threads, under the workspace's write lock.
 
-Memory: node metadata is kept as JSON bytes (`stores/inproc/packed.py`) and goes into the snapshot and the log as it is
-(`orjson.Fragment`); a snapshot is read one line at a time, so its parsing garbage is reused line after line
-instead of pinning allocator pages. Encoding the snapshot of a large workspace still frees tens of MB of
-buffers into the worker thread's malloc arena, which glibc keeps; after a snapshot of at least
-`TRIM_AFTER_NODES` nodes, and after loading one, the store asks glibc to return free memory to the OS
-(`malloc_trim`; a no-op elsewhere): opening a 1M-memory workspace left ~490 MiB of freed parsing buffers resident
-without it. Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB of it the
-vectors (it was ~490 MiB with dict metadata and no trim).
+Memory: node metadata goes into the snapshot and the log as the JSON bytes it is kept as. Encoding the snapshot of
+a large workspace still frees tens of MB of buffers into the worker thread's malloc arena, which glibc keeps; after
+a snapshot of at least `TRIM_AFTER_NODES` nodes, and after loading one, the store asks glibc to return free memory
+to the OS (`malloc_trim`; a no-op elsewhere): opening a 1M-memory workspace left ~490 MiB of freed parsing
+buffers resident without it. Loading a 100k-memory library over HTTP: the server's RSS grows by ~210 MiB, 146 MiB
+of it the vectors (it was ~490 MiB with dict metadata and no trim).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import ctypes
 import logging
 import os
-import sys
-import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import orjson
 
-from reme_service.durable import TMP_SUFFIX, append_synced, atomic_write, fsync_path, truncate_synced
+from reme_service.durable import TMP_SUFFIX, atomic_write, fsync_path
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
 from reme_service.stores.inproc.ann import AnnIndex
-from reme_service.stores.inproc.memory import Batch, MemoryVectorStore, StoredNode, WorkspaceState
-from reme_service.stores.inproc.node_table import NodeTable
+from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.inproc.resident import ResidentSet
-from reme_service.stores.params import LocalStoreParams
-from reme_service.stores.spaces import parse_space
+from reme_service.stores.inproc.snapshot import header_workspace, read_snapshot, snapshot_chunks
+from reme_service.stores.inproc.wal import Handles, Wal, append, encode_upsert, replay, reset_wal
+from reme_service.stores.inproc.workspace import Batch, WorkspaceState
+from reme_service.stores.params import LocalStoreParams, MemoryStoreParams
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = "reme-local-snapshot"
-SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snap"
 WAL_SUFFIX = ".wal"
 ANN_SUFFIX = ".ann"
 TRIM_AFTER_NODES = 10_000
-_RECORD_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError)
-
-
-@dataclass(slots=True, eq=False)  # compared and hashed by identity: a key of `_Handles`
-class _Wal:
-    """The log of one loaded workspace."""
-
-    path: Path
-    snapshot_id: str  # the wal_id of the snapshot on disk; the log's header must carry it
-    ready: bool = False  # the file starts with that header and ends with a whole line
-    needs_snapshot: bool = False  # a failed append could not be undone: compact before appending again
-    fd: int | None = None  # owned by `_Handles`: opened, closed and evicted there only
-    size: int = 0
-    records: int = 0
 
 
 def _malloc_trim() -> Callable[[], int] | None:
@@ -129,264 +92,22 @@ def _lock_dir(store_dir: Path) -> int | None:
     return fd
 
 
-class _Handles:
-    """The open log descriptors of one store: at most `limit` open, the least recently used closed first.
+class LocalFiles:
+    """The persistence of backend "local" (`stores/inproc/persistence.py`): a snapshot and a write-ahead log per
+    workspace under `store_dir`, and the choice of which workspaces stay in RAM (`touch`)."""
 
-    A log in use (an append in a worker thread, between `use` and its end) is never closed by another thread's
-    eviction; if more than `limit` are in use at once (more concurrent appends than the limit), the excess is
-    closed as soon as they end. All opening and closing happens under one lock, so a descriptor is never closed
-    twice nor used after its number was reused.
-    """
+    durable = True
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._open: OrderedDict[_Wal, None] = OrderedDict()  # least recently used first
-        self._in_use: set[_Wal] = set()
-
-    @contextmanager
-    def use(self, wal: _Wal) -> Iterator[int]:
-        """The log's descriptor (opened in append mode if it is closed), reserved for the caller until the end."""
-        with self._lock:
-            if wal.fd is None:
-                self._evict(self.limit - 1)
-                wal.fd = os.open(wal.path, os.O_WRONLY | os.O_APPEND)
-            self._open[wal] = None
-            self._open.move_to_end(wal)
-            self._in_use.add(wal)
-        try:
-            yield wal.fd
-        finally:
-            with self._lock:
-                self._in_use.discard(wal)
-                self._evict(self.limit)
-
-    def close(self, wal: _Wal) -> None:
-        """Close the log's descriptor, if open (the caller holds the workspace's write lock: it is not in use)."""
-        with self._lock:
-            self._open.pop(wal, None)
-            self._close(wal)
-
-    def close_all(self) -> None:
-        with self._lock:
-            for wal in list(self._open):
-                self._close(wal)
-            self._open.clear()
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def _evict(self, keep: int) -> None:
-        """Close least recently used logs not in use until at most `keep` are open (or only logs in use are)."""
-        for wal in list(self._open):
-            if len(self._open) <= keep:
-                return
-            if wal not in self._in_use:
-                del self._open[wal]
-                self._close(wal)
-
-    @staticmethod
-    def _close(wal: _Wal) -> None:
-        if wal.fd is not None:
-            fd, wal.fd = wal.fd, None
-            os.close(fd)
-
-
-def _encode_node(node: StoredNode) -> bytes:
-    """A node's JSON line (without the newline); its metadata is already JSON and goes in as it is."""
-    return orjson.dumps({"id": node.unique_id, "content": node.content, "metadata": orjson.Fragment(node.meta)})
-
-
-def _decode_node(line: bytes | memoryview, workspace_id: str) -> StoredNode:
-    item = orjson.loads(line)  # one line at a time: the parse garbage is reused by the next line, not left behind
-    return StoredNode.encode(str(item["id"]), workspace_id, item["content"], item["metadata"])
-
-
-def _snapshot_chunks(state: WorkspaceState, wal_id: str, workspace_id: str) -> list[bytes | memoryview]:
-    """The snapshot's bytes. Only reads `state` (the caller holds the write lock)."""
-    order = list(state.rows.values())
-    nodes = state.nodes
-    blob = bytearray()
-    for row in order:
-        blob += _encode_node(nodes[row])
-        blob += b"\n"
-    vectors = np.ascontiguousarray(state.matrix[order], dtype="<f4") if state.dim else np.empty(0, "<f4")
-    header = {
-        "format": SNAPSHOT_FORMAT,
-        "version": SNAPSHOT_VERSION,
-        "dim": state.dim,
-        "space": state.space.model_dump() if state.space is not None else None,
-        "count": len(order),
-        "nodes_bytes": len(blob),
-        "wal_id": wal_id,
-        "workspace_id": workspace_id,  # the id itself: a long id's file name is a hash of it
-    }
-    return [orjson.dumps(header) + b"\n", memoryview(blob), vectors.reshape(-1).view(np.uint8).data]
-
-
-def _header_workspace(path: Path) -> str | None:
-    """The workspace id a snapshot's header names (None for an older snapshot without one, or an unreadable file)."""
-    try:
-        with open(path, "rb") as file:
-            value = orjson.loads(file.readline()).get("workspace_id")
-    except (OSError, orjson.JSONDecodeError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _read_snapshot(path: Path, workspace_id: str) -> tuple[WorkspaceState, str]:
-    """Load a snapshot; FileNotFoundError when there is none."""
-    with open(path, "rb") as file:
-        try:
-            header = orjson.loads(file.readline())
-            if header["format"] != SNAPSHOT_FORMAT or header["version"] != SNAPSHOT_VERSION:
-                raise ValueError(f"unsupported snapshot format {header['format']!r} v{header['version']}")
-            dim, count, wal_id = header["dim"], int(header["count"]), str(header["wal_id"])
-            blob = file.read(int(header["nodes_bytes"]))
-            matrix = np.empty((count + count // 4 + 16, dim or 0), np.float32)
-            expected = count * (dim or 0) * 4
-            view = matrix[:count].reshape(-1).view(np.uint8).data  # the rows' bytes, written in place
-            got = 0
-            while got < expected and (read := file.readinto(view[got:])):
-                got += read
-            if got != expected:
-                raise ValueError(f"truncated vectors: {got} of {expected} bytes")
-            ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == ord("\n"))[:count]
-            if len(ends) != count:
-                raise ValueError(f"{len(ends)} nodes for a count of {count}")
-            starts = np.concatenate(([0], ends[:-1] + 1)) if count else ends
-            lines = memoryview(blob)
-
-            def line(row: int) -> StoredNode:
-                return _decode_node(lines[int(starts[row]) : int(ends[row])], workspace_id)
-
-            nodes = NodeTable.planned(count, lambda rows: map(line, rows))
-            nodes.extend(map(line, range(count)))
-        except _RECORD_ERRORS as exc:
-            raise StoreError(f"snapshot {path.name} is corrupt: {exc}") from exc
-    if sys.byteorder != "little":
-        matrix[:count].byteswap(inplace=True)
-    state = WorkspaceState(dim, matrix, parse_space(header.get("space")))
-    state.nodes = nodes
-    state.rows = {uid: row for row, uid in enumerate(nodes.ids)}
-    return state, wal_id
-
-
-def _apply_record(state: WorkspaceState, record: dict[str, Any], workspace_id: str) -> None:
-    """Replay one log record; raises one of _RECORD_ERRORS (before changing anything) if it is malformed."""
-    if record["op"] == "delete":
-        state.apply_delete([str(uid) for uid in record["ids"]])
-        return
-    if record["op"] != "upsert":
-        raise ValueError(f"unknown record {record['op']!r}")
-    dim, items = int(record["dim"]), record["nodes"]
-    raw = np.frombuffer(base64.b64decode(record["vectors"], validate=True), dtype="<f4")
-    vectors = raw.reshape(len(items), dim).astype(np.float32)
-    nodes = [StoredNode.encode(str(it["id"]), workspace_id, it["content"], it["metadata"]) for it in items]
-    if state.dim is not None and state.dim != dim:
-        raise ValueError(f"a record of dimension {dim} in a workspace of dimension {state.dim}")
-    needed = state.size + state.count_new(node.unique_id for node in nodes)
-    state.apply_upsert(nodes, vectors, dim=dim, matrix=state.grown(needed, dim))
-    state.space = parse_space(record.get("space")) or state.space
-
-
-def _replay(wal: _Wal, state: WorkspaceState, workspace_id: str) -> None:
-    """Apply the log to a freshly loaded snapshot, dropping (and truncating) a torn last line."""
-    try:
-        data = wal.path.read_bytes()
-    except FileNotFoundError:
-        return
-    pos = records = 0
-    while (end := data.find(b"\n", pos)) >= 0:
-        try:
-            record = orjson.loads(data[pos:end])
-            if pos == 0:
-                if record.get("op") != "wal" or record.get("wal_id") != wal.snapshot_id:
-                    return  # a stale log: already in the snapshot, or from an older workspace
-            else:
-                _apply_record(state, record, workspace_id)
-                records += 1
-        except _RECORD_ERRORS as exc:
-            if data.find(b"\n", end + 1) >= 0:
-                raise StoreError(f"write-ahead log {wal.path} is corrupt at byte {pos}: {exc}") from exc
-            break  # the torn last line of an interrupted append
-        pos = end + 1
-    if pos == 0:
-        return  # not even a header: reset before the next append
-    if pos < len(data):
-        truncate_synced(wal.path, pos)
-    wal.ready, wal.size, wal.records = True, pos, records
-
-
-def _reset_wal(wal: _Wal, handles: _Handles) -> None:
-    """Replace the log by an empty one for the current snapshot."""
-    handles.close(wal)
-    header = orjson.dumps({"op": "wal", "wal_id": wal.snapshot_id}) + b"\n"
-    atomic_write(wal.path, [header])
-    wal.ready, wal.size, wal.records = True, len(header), 0
-
-
-def _append(wal: _Wal, handles: _Handles, encode: Callable[[], bytes]) -> None:
-    """Append one record and fsync it; on failure undo the partial line (or demand a compaction)."""
-    data = encode()
-    try:
-        with handles.use(wal) as fd:
-            try:
-                append_synced(fd, data)
-            except OSError:
-                if not _truncate_back(fd, wal.size):
-                    wal.needs_snapshot = True
-                raise
-    except OSError as exc:  # the open failed (nothing written), or the append did (cut back above)
-        raise StoreError(f"could not append to {wal.path}: {exc}") from exc
-    wal.size += len(data)
-    wal.records += 1
-
-
-def _truncate_back(fd: int, size: int) -> bool:
-    """Cut a failed append off the log; False when that is impossible (the log must then be rewritten)."""
-    try:
-        truncate_synced(fd, size)
-    except OSError:
-        return False
-    return True
-
-
-def _encode_upsert(batch: Batch) -> bytes:
-    record = {
-        "op": "upsert",
-        "dim": batch.dim,
-        "space": batch.space.model_dump() if batch.space is not None else None,
-        "nodes": [orjson.Fragment(_encode_node(node)) for node in batch.nodes],
-        "vectors": base64.b64encode(np.ascontiguousarray(batch.vectors, dtype="<f4").tobytes()).decode(),
-    }
-    return orjson.dumps(record) + b"\n"
-
-
-class LocalVectorStore(MemoryVectorStore):
-    """Workspaces in RAM, made durable by a snapshot and a write-ahead log per workspace under `store_dir`."""
-
-    backend = "local"
-
-    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
-        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
-        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
-        super().__init__(embedder=embedder)
-        if params.store_dir is not None:
-            store_dir = params.store_dir
-        elif data_dir is not None:
-            store_dir = Path(data_dir) / "vector_store"
-        else:
-            raise ValueError("the local store needs params.store_dir or a data_dir")
-        self.store_dir = store_dir.expanduser().absolute()
+    def __init__(self, store_dir: Path, params: LocalStoreParams) -> None:
+        self.store_dir = store_dir
         self.ann_params = params.ann
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
-        self._wals: dict[str, _Wal] = {}
-        self._handles = _Handles(params.max_open_files)
+        self._wals: dict[str, Wal] = {}
+        self.handles = Handles(params.max_open_files)
         budget = None if params.max_resident_mb is None else int(params.max_resident_mb * 2**20)
-        self._resident = ResidentSet(budget)
-        self.evictions = 0
+        self.resident = ResidentSet(budget)
+        self.evictions = 0  # workspaces let go of to stay within the budget
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
 
@@ -416,68 +137,60 @@ class LocalVectorStore(MemoryVectorStore):
         for leftover in self.store_dir.glob(f"*{TMP_SUFFIX}"):
             leftover.unlink(missing_ok=True)
 
+    async def writable(self) -> bool:
+        return await asyncio.to_thread(os.access, self.store_dir, os.W_OK)
+
     # ----- what stays in RAM -----
 
-    def resident_workspaces(self) -> int | None:
-        return len(self._spaces)
-
-    def _touch(self, workspace_id: str, state: WorkspaceState) -> None:
+    def touch(self, workspace_id: str, state: WorkspaceState, release: Callable[[str], bool]) -> None:
         """Note the use, then let idle workspaces go, least recently used first, while over the budget. Runs on the
-        event loop without awaiting, so nothing else starts on a workspace while it is looked at. A workspace whose
-        write lock is held (a write, a load or a compaction under way) stays; readers already running keep the state
-        they hold. Everything resident is on disk (the log is written before RAM changes), so nothing is lost."""
-        resident = self._resident
+        event loop without awaiting, so nothing else starts on a workspace while it is looked at; `release` keeps
+        a workspace whose write lock is held. Everything resident is on disk (the log is written before RAM
+        changes), so nothing is lost."""
+        resident = self.resident
         resident.touch(workspace_id, state)
         if not resident.over_budget():
             return
         for other in resident.oldest_first():
             if not resident.over_budget():
                 return
-            lock = self._write_locks.get(other)
-            if other == workspace_id or (lock is not None and lock.locked()):
+            if other == workspace_id or not release(other):
                 continue
-            self._spaces.pop(other, None)
             resident.forget(other)
             wal = self._wals.pop(other, None)
             if wal is not None:
-                self._handles.close(wal)
+                self.handles.close(wal)
             self.evictions += 1
-
-    async def health(self) -> dict[str, Any]:
-        # no paths here: /health is open, and the server's disk layout is nobody else's business
-        if not await asyncio.to_thread(os.access, self.store_dir, os.W_OK):
-            return {"status": "down", "backend": self.backend, "reason": "the store directory is not writable"}
-        return {"status": "ok", "backend": self.backend}
 
     # ----- loading and listing -----
 
-    async def _load(self, workspace_id: str) -> WorkspaceState | None:
+    async def load(self, workspace_id: str) -> WorkspaceState | None:
         loaded = await self._io(self._read_workspace, workspace_id)
         if loaded is None:
             return None
         state, self._wals[workspace_id] = loaded
         return state
 
-    def _read_workspace(self, workspace_id: str) -> tuple[WorkspaceState, _Wal] | None:
+    def _read_workspace(self, workspace_id: str) -> tuple[WorkspaceState, Wal] | None:
         try:
-            state, wal_id = _read_snapshot(self._snapshot_path(workspace_id), workspace_id)
+            state, wal_id = read_snapshot(self._snapshot_path(workspace_id), workspace_id)
         except FileNotFoundError:
             return None
         if self.ann_params.min_rows is not None and state.dim is not None:  # before the log: replaying updates it
             state.ann = AnnIndex.load(
                 self._ann_path(workspace_id), self.ann_params, stamp=wal_id, count=state.size, dim=state.dim
             )
-        wal = _Wal(self._wal_path(workspace_id), wal_id)
-        _replay(wal, state, workspace_id)
+        wal = Wal(self._wal_path(workspace_id), wal_id)
+        replay(wal, state, workspace_id)
         state.nodes.compress()  # a big workspace keeps its nodes compressed (stores/inproc/node_table.py)
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal
 
-    async def _exists_persisted(self, workspace_id: str) -> bool:
+    async def exists(self, workspace_id: str) -> bool:
         return await self._io(self._snapshot_path(workspace_id).is_file)
 
-    async def _list_persisted(self) -> list[str]:
+    async def list_workspaces(self) -> list[str]:
         return await self._io(self._scan)
 
     def _scan(self) -> list[str]:
@@ -489,16 +202,16 @@ class LocalVectorStore(MemoryVectorStore):
                 stem = entry.name[: -len(SNAPSHOT_SUFFIX)]
                 workspace_id = workspace_from_file_name(stem)
                 if workspace_id is None and HASH_MARK in stem:  # a long id: its name is a hash, the header has it
-                    workspace_id = _header_workspace(Path(entry.path))
+                    workspace_id = header_workspace(Path(entry.path))
                 if workspace_id is not None:
                     names.append(workspace_id)
         return names
 
-    # ----- persistence hooks (called under the workspace's write lock) -----
+    # ----- writing (under the workspace's write lock) -----
 
     def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self._snapshot_path(workspace_id), _snapshot_chunks(state, wal_id, workspace_id))
+        atomic_write(self._snapshot_path(workspace_id), snapshot_chunks(state, wal_id, workspace_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
         self._write_ann(workspace_id, state, wal_id)
@@ -517,7 +230,7 @@ class LocalVectorStore(MemoryVectorStore):
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
             path.unlink(missing_ok=True)
 
-    async def _ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
         """Put a freshly built index on disk: beside the snapshot when the log is empty (the snapshot holds exactly
         these rows), else with a compaction."""
         wal = self._wals.get(workspace_id)
@@ -531,30 +244,30 @@ class LocalVectorStore(MemoryVectorStore):
         except StoreError as exc:  # the rows are safe; the index is rebuilt at the next open
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
 
-    async def _persist_create(self, workspace_id: str, state: WorkspaceState) -> None:
-        wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
+    async def create(self, workspace_id: str, state: WorkspaceState) -> None:
+        wal = Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)
         self._wals[workspace_id] = wal  # the log is created by the first append
 
-    async def _persist_replace(self, workspace_id: str, state: WorkspaceState) -> None:
-        wal = _Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
+    async def replace(self, workspace_id: str, state: WorkspaceState) -> None:
+        wal = Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)  # the commit point
         old = self._wals.pop(workspace_id, None)
         self._wals[workspace_id] = wal
         try:
             if old is not None:
-                await self._io(self._handles.close, old)
-            await self._io(_reset_wal, wal, self._handles)
+                await self._io(self.handles.close, old)
+            await self._io(reset_wal, wal, self.handles)
         except StoreError as exc:  # the old log is stale now; the next append resets it
             logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
 
-    async def _persist_drop(self, workspace_id: str) -> bool:
-        self._resident.forget(workspace_id)
+    async def drop(self, workspace_id: str) -> bool:
+        self.resident.forget(workspace_id)
         return await self._io(self._remove_files, workspace_id, self._wals.pop(workspace_id, None))
 
-    def _remove_files(self, workspace_id: str, wal: _Wal | None) -> bool:
+    def _remove_files(self, workspace_id: str, wal: Wal | None) -> bool:
         if wal is not None:
-            self._handles.close(wal)
+            self.handles.close(wal)
         snapshot = self._snapshot_path(workspace_id)
         existed = snapshot.is_file()
         snapshot.unlink(missing_ok=True)  # the workspace is gone from here on; a leftover log is stale
@@ -579,10 +292,10 @@ class LocalVectorStore(MemoryVectorStore):
             fsync_path(self.store_dir)
         return existed
 
-    async def _log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
-        await self._append_record(workspace_id, state, lambda: _encode_upsert(batch))
+    async def log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+        await self._append_record(workspace_id, state, lambda: encode_upsert(batch))
 
-    async def _log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+    async def log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
         await self._append_record(workspace_id, state, lambda: orjson.dumps({"op": "delete", "ids": ids}) + b"\n")
 
     async def _append_record(self, workspace_id: str, state: WorkspaceState, encode: Callable[[], bytes]) -> None:
@@ -590,11 +303,10 @@ class LocalVectorStore(MemoryVectorStore):
         if wal.needs_snapshot:
             await self._compact(workspace_id, state, wal)
         elif not wal.ready:
-            await self._io(_reset_wal, wal, self._handles)
-        await self._io(_append, wal, self._handles, encode)
+            await self._io(reset_wal, wal, self.handles)
+        await self._io(append, wal, self.handles, encode)
 
-    async def _after_write(self, workspace_id: str, state: WorkspaceState) -> None:
-        self._touch(workspace_id, state)  # its size changed
+    async def after_write(self, workspace_id: str, state: WorkspaceState) -> None:
         wal = self._wals[workspace_id]
         if wal.records >= self.compact_after_records or wal.size >= self.compact_after_bytes:
             try:
@@ -602,12 +314,65 @@ class LocalVectorStore(MemoryVectorStore):
             except StoreError as exc:  # the write itself is durable in the log; retry at the next one
                 logger.warning("compacting workspace %r failed: %s", workspace_id, exc)
 
-    async def _compact(self, workspace_id: str, state: WorkspaceState, wal: _Wal) -> None:
+    async def _compact(self, workspace_id: str, state: WorkspaceState, wal: Wal) -> None:
         """Write a snapshot under a new wal_id (the commit point), then start an empty log for it."""
         wal_id = uuid.uuid4().hex
         await self._io(self._write_snapshot, workspace_id, state, wal_id)
         wal.snapshot_id, wal.ready, wal.needs_snapshot = wal_id, False, False
-        await self._io(_reset_wal, wal, self._handles)
+        await self._io(reset_wal, wal, self.handles)
+
+    async def compact(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Fold the workspace's log into a new snapshot now."""
+        await self._compact(workspace_id, state, self._wals[workspace_id])
+
+    async def unload(self, workspace_id: str, state: WorkspaceState) -> None:
+        """Compact a workspace with logged writes (the store closes) and close its log."""
+        wal = self._wals.pop(workspace_id, None)
+        if wal is None:
+            return
+        try:
+            if wal.records or wal.needs_snapshot:
+                await self._compact(workspace_id, state, wal)
+        except StoreError as exc:  # nothing is lost: the log still holds the writes
+            logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
+        finally:
+            await self._io(self.handles.close, wal)
+
+    async def close(self) -> None:
+        await self._io(self.handles.close_all)  # logs of workspaces forgotten by a drop or a replace, if any
+        if self._dir_lock is not None:
+            fd, self._dir_lock = self._dir_lock, None
+            os.close(fd)
+
+
+class LocalVectorStore(MemoryVectorStore):
+    """Workspaces in RAM, made durable by a snapshot and a write-ahead log per workspace under `store_dir`
+    (`LocalFiles`, the store's persistence: `files`)."""
+
+    backend = "local"
+
+    def __init__(self, params: LocalStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+        """Files go to `params.store_dir`, or to `<data_dir>/vector_store` when it is not set (one of the two must
+        be; ValueError otherwise). A relative directory is resolved against the working directory now."""
+        if params.store_dir is not None:
+            store_dir = params.store_dir
+        elif data_dir is not None:
+            store_dir = Path(data_dir) / "vector_store"
+        else:
+            raise ValueError("the local store needs params.store_dir or a data_dir")
+        files = LocalFiles(store_dir.expanduser().absolute(), params)
+        super().__init__(MemoryStoreParams(ann=params.ann), embedder=embedder, persistence=files)
+        self.files = files
+        self.store_dir = files.store_dir
+
+    async def start(self) -> None:
+        await self.files.start()
+
+    async def health(self) -> dict[str, Any]:
+        # no paths here: /health is open, and the server's disk layout is nobody else's business
+        if not await self.files.writable():
+            return {"status": "down", "backend": self.backend, "reason": "the store directory is not writable"}
+        return {"status": "ok", "backend": self.backend}
 
     async def compact(self, workspace_id: str) -> None:
         """Fold the workspace's log into a new snapshot now (no-op for an unknown workspace)."""
@@ -615,24 +380,4 @@ class LocalVectorStore(MemoryVectorStore):
         async with self._write_lock(workspace_id):
             state = await self._open(workspace_id, create=False)
             if state is not None:
-                await self._compact(workspace_id, state, self._wals[workspace_id])
-
-    async def close(self) -> None:
-        """Compact every workspace with logged writes, close the logs and forget the loaded state."""
-        await super().close()
-        for workspace_id in list(self._spaces):
-            async with self._write_lock(workspace_id):
-                state, wal = self._spaces.pop(workspace_id, None), self._wals.pop(workspace_id, None)
-                if state is None or wal is None:
-                    continue
-                try:
-                    if wal.records or wal.needs_snapshot:
-                        await self._compact(workspace_id, state, wal)
-                except StoreError as exc:  # nothing is lost: the log still holds the writes
-                    logger.warning("compacting workspace %r on close failed: %s", workspace_id, exc)
-                finally:
-                    await self._io(self._handles.close, wal)
-        await self._io(self._handles.close_all)  # logs of workspaces forgotten by a drop or a replace, if any
-        if self._dir_lock is not None:
-            fd, self._dir_lock = self._dir_lock, None
-            os.close(fd)
+                await self.files.compact(workspace_id, state)

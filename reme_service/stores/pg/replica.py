@@ -42,9 +42,9 @@ import psycopg
 from numpy.typing import NDArray
 from psycopg import sql
 
-from reme_service.stores.inproc.memory import INLINE_ROWS, Batch, WorkspaceState
 from reme_service.stores.inproc.packed import StoredNode
 from reme_service.stores.inproc.resident import ResidentSet
+from reme_service.stores.inproc.workspace import INLINE_ROWS, Batch, WorkspaceState
 from reme_service.stores.pg.conn import Conn
 from reme_service.stores.spaces import parse_space
 
