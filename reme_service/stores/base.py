@@ -1,6 +1,8 @@
 """The vector-store contract every backend implements (async only).
 
-Semantics every backend must honour (tests/contract/ checks them):
+Semantics every backend must honour (`reme_service/testing/contract` checks them). A new backend subclasses
+`TemplateVectorStore` (`stores/template.py`), whose public operations keep every rule below that does not
+depend on how nodes are stored, and implements its storage hooks (docs/extending.md, "A new store"):
 
 * **Workspaces** are namespaces named by validated ids (1–256 printable characters but `/` and `\\`, not only
   dots; `schema/workspace_ids.py`), each backend encoding them reversibly into its own names. Reads on an

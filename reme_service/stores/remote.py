@@ -45,6 +45,7 @@ from reme_service.stores.vectors import (
     as_query,
     batch_dimension,
     embed_checked,
+    exact_top,
     latest_by_id,
     normalise_rows,
 )
@@ -77,20 +78,6 @@ class Prepared:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:
-    """The `top_k` nodes closest to `query` by cosine (nodes carry unit vectors), without their vectors."""
-    candidates = [(node, node.vector) for node in nodes if node.vector is not None]
-    if not candidates or top_k <= 0:
-        return []
-    matrix = np.stack([vector for _, vector in candidates]).astype(np.float32)
-    scores = matrix @ query
-    order = np.argsort(-scores, kind="stable")[:top_k]
-    return [
-        SearchHit(node=candidates[i][0].model_copy(update={"vector": None}), score=min(max(float(scores[i]), 0.0), 1.0))
-        for i in order.tolist()
-    ]
 
 
 def matching(plan: FilterPlan, nodes: list[VectorNode]) -> list[VectorNode]:

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.schema.vector_node import VectorNode
+from reme_service.schema.vector_node import SearchHit, VectorNode
 
 NORM_TOLERANCE = 1e-4
 
@@ -83,3 +83,17 @@ def as_query(vector: QueryVector, workspace_id: str, dim: int) -> NDArray[np.flo
     if query.shape[0] != dim:
         raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
     return normalise_rows(query[None, :].copy(), what="the query vector")[0]
+
+
+def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:
+    """The `top_k` nodes closest to `query` by cosine (nodes carry unit vectors), without their vectors."""
+    candidates = [(node, node.vector) for node in nodes if node.vector is not None]
+    if not candidates or top_k <= 0:
+        return []
+    matrix = np.stack([vector for _, vector in candidates]).astype(np.float32)
+    scores = matrix @ query
+    order = np.argsort(-scores, kind="stable")[:top_k]
+    return [
+        SearchHit(node=candidates[i][0].model_copy(update={"vector": None}), score=min(max(float(scores[i]), 0.0), 1.0))
+        for i in order.tolist()
+    ]

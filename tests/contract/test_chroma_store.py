@@ -20,11 +20,11 @@ from reme_service.stores.names import chroma_collection_name
 from reme_service.stores.params import ChromaStoreParams
 from reme_service.stores.remote_filter import MAX_RECORD_LEAVES
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
-from tests.contract.store_contract import (
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import (
     CORPUS,
     WS,
     CountingEmbedder,
-    StoreContract,
     corpus_nodes,
     ids,
     make_node,
@@ -40,7 +40,7 @@ async def _drop_all(store: ChromaVectorStore) -> None:
         await store.delete_workspace(workspace)
 
 
-class TestChromaServerStore(StoreContract):
+class TestChromaServerStore(ContractTests):
     MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the records are sent
 
     @pytest.fixture
@@ -57,7 +57,7 @@ class TestChromaServerStore(StoreContract):
         await store.close()
 
 
-class TestChromaEmbeddedStore(StoreContract):
+class TestChromaEmbeddedStore(ContractTests):
     MID_WRITE = TestChromaServerStore.MID_WRITE
 
     @pytest.fixture

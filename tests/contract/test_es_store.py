@@ -23,12 +23,12 @@ from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote_filter import MAX_RECORD_LEAVES
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
-from tests.contract.store_contract import (
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import (
     CORPUS,
     DIM,
     WS,
     CountingEmbedder,
-    StoreContract,
     corpus_nodes,
     ids,
     make_node,
@@ -65,7 +65,7 @@ def make_store(embedder: CountingEmbedder, url: str, **options: Any) -> Elastics
     )
 
 
-class TestElasticsearchStore(StoreContract):
+class TestElasticsearchStore(ContractTests):
     MID_WRITE = ("_bulk", True)  # the first of six bulk requests (500 documents each) is written
 
     @pytest.fixture

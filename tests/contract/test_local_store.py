@@ -29,23 +29,16 @@ from reme_service.stores.inproc.resident import footprint
 from reme_service.stores.inproc.workspace import QUANTIZED_FROM
 from reme_service.stores.lexical import DENSE_MIN_ROWS
 from reme_service.stores.params import AnnParams, LocalStoreParams
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import DIM, CountingEmbedder, corpus_nodes, ids, make_node, unit_vector
 from tests.contract import local_store_writer as writer
-from tests.contract.store_contract import (
-    DIM,
-    CountingEmbedder,
-    StoreContract,
-    corpus_nodes,
-    ids,
-    make_node,
-    unit_vector,
-)
 
 pytestmark = pytest.mark.anyio
 
 WS = "durable"
 
 
-class TestLocalStore(StoreContract):
+class TestLocalStore(ContractTests):
     MID_WRITE = ("_apply_upsert", False)  # the batch is in the write-ahead log; RAM does not hold it yet
 
     @pytest.fixture
@@ -56,7 +49,7 @@ class TestLocalStore(StoreContract):
         await store.close()
 
 
-class TestLocalStoreCompactingOften(StoreContract):
+class TestLocalStoreCompactingOften(ContractTests):
     """The whole contract again with a compaction every third logged write."""
 
     MID_WRITE = TestLocalStore.MID_WRITE
@@ -70,7 +63,7 @@ class TestLocalStoreCompactingOften(StoreContract):
         await store.close()
 
 
-class TestLocalStoreWithIndex(StoreContract):
+class TestLocalStoreWithIndex(ContractTests):
     """The whole contract again with the approximate index on for every workspace (`ann.min_rows` 1), saved at
     every third logged write's compaction, and a RAM budget that makes every idle workspace reload (snapshot, index
     file, log) on its next use."""
@@ -88,7 +81,7 @@ class TestLocalStoreWithIndex(StoreContract):
         await store.close()
 
 
-class TestLocalStoreCompressed(StoreContract):
+class TestLocalStoreCompressed(ContractTests):
     """The whole contract again with every workspace's nodes zstd-compressed in RAM (`node_table.COMPRESS_FROM` 1),
     the approximate index on and every idle workspace reloading on its next use, as in `TestLocalStoreWithIndex`."""
 
@@ -110,7 +103,7 @@ class TestLocalStoreCompressed(StoreContract):
         await store.close()
 
 
-class TestLocalStoreEvictingEverything(StoreContract):
+class TestLocalStoreEvictingEverything(ContractTests):
     """The whole contract again with a RAM budget so small that every idle workspace leaves RAM at once."""
 
     MID_WRITE = TestLocalStore.MID_WRITE

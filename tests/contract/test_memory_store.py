@@ -12,12 +12,13 @@ from reme_service.stores.inproc import packed, workspace
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import AnnParams, MemoryStoreParams
 from reme_service.stores.summary import Tally, WorkspaceSummary
-from tests.contract.store_contract import WS, CountingEmbedder, StoreContract, make_node, unit_vector
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import WS, CountingEmbedder, make_node, unit_vector
 
 pytestmark = pytest.mark.anyio
 
 
-class TestMemoryStore(StoreContract):
+class TestMemoryStore(ContractTests):
     MID_WRITE = ("_apply_upsert", False)  # the (no-op) persistence has logged the batch; RAM does not hold it yet
 
     @pytest.fixture
@@ -28,7 +29,7 @@ class TestMemoryStore(StoreContract):
         await store.close()
 
 
-class TestMemoryStoreWithIndex(StoreContract):
+class TestMemoryStoreWithIndex(ContractTests):
     """The whole contract again with the approximate index on for every workspace (`ann.min_rows` 1)."""
 
     MID_WRITE = ("_apply_upsert", False)

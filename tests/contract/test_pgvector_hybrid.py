@@ -16,7 +16,7 @@ from reme_service.stores.lexical import fuse
 from reme_service.stores.pg.hybrid import any_of, query_terms
 from reme_service.stores.pg.store import PgvectorVectorStore
 from reme_service.stores.pg.terms import ANALYZE_MIN_ROWS, COMMON_TERM_SHARE, common_of
-from tests.contract.store_contract import make_node
+from reme_service.testing.contract.support import make_node
 from tests.contract.test_pgvector_index_builds import table_of
 from tests.contract.test_pgvector_store import _drop_all, make_store
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name

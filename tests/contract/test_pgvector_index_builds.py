@@ -17,8 +17,8 @@ from psycopg import sql
 
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.pg.store import PgvectorVectorStore
+from reme_service.testing.contract.support import WS, ids, make_node, unit_vector
 from tests.conditions import until
-from tests.contract.store_contract import WS, ids, make_node, unit_vector
 from tests.contract.test_pgvector_store import make_store
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 

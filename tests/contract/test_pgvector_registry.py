@@ -19,7 +19,7 @@ from psycopg import sql
 from reme_service.errors import DimensionMismatchError, StoreError
 from reme_service.schema.vector_node import SearchHit
 from reme_service.stores.pg.store import PgvectorVectorStore
-from tests.contract.store_contract import WS, make_node, unit_vector
+from reme_service.testing.contract.support import WS, make_node, unit_vector
 from tests.contract.test_pgvector_store import _drop_all, make_store
 from tests.fakes.chroma_server import free_port
 from tests.fakes.pg_server import pg_dsn, running_postgres  # noqa: F401 - fixture used by name

@@ -24,7 +24,7 @@ from reme_service.stores.inproc.resident import footprint
 from reme_service.stores.inproc.workspace import WorkspaceState
 from reme_service.stores.pg import store as pgvector_module
 from reme_service.stores.pg.store import PgvectorVectorStore
-from tests.contract.store_contract import WS, make_node, unit_vector
+from reme_service.testing.contract.support import WS, make_node, unit_vector
 from tests.contract.test_pgvector_index_builds import table_of
 from tests.contract.test_pgvector_store import _drop_all, make_store
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name

@@ -22,8 +22,9 @@ from reme_service.storage.factory import create_store
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg.store import PgvectorVectorStore
 from reme_service.stores.spaces import space_of
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import DIM, WS, CountingEmbedder, ids, make_node, unit_vector
 from tests.conditions import until
-from tests.contract.store_contract import DIM, WS, CountingEmbedder, StoreContract, ids, make_node, unit_vector
 from tests.contract.test_chroma_store import RemoteStoreChecks
 from tests.fakes.chroma_server import free_port
 from tests.fakes.pg_server import pg_dsn, running_postgres  # noqa: F401 - fixture used by name
@@ -42,7 +43,7 @@ async def _drop_all(store: PgvectorVectorStore) -> None:
         await store.delete_workspace(workspace)
 
 
-class TestPgvectorStore(StoreContract):
+class TestPgvectorStore(ContractTests):
     MID_WRITE = ("_insert", False)  # inside the commit's transaction, before the rows are sent
 
     @pytest.fixture(params=["hnsw", "exact", "copied"])

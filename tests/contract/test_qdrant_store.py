@@ -19,7 +19,8 @@ from reme_service.errors import ConfigError
 from reme_service.storage.factory import create_store
 from reme_service.stores.params import QdrantStoreParams
 from reme_service.stores.qdrant.store import QdrantVectorStore
-from tests.contract.store_contract import CountingEmbedder, StoreContract
+from reme_service.testing.contract import ContractTests
+from reme_service.testing.contract.support import CountingEmbedder
 from tests.contract.test_chroma_store import RemoteStoreChecks
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +39,7 @@ async def _drop_all(store: QdrantVectorStore) -> None:
         await store.delete_workspace(workspace)
 
 
-class TestQdrantStore(StoreContract):
+class TestQdrantStore(ContractTests):
     MID_WRITE = ("_write", False)  # inside the commit, under the write lock, before the points are sent
 
     @pytest.fixture
