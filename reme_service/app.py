@@ -10,31 +10,27 @@ async with ReMeApp("vector_store.default.backend=memory") as app:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from reme_service import __version__
 from reme_service.audit.log import AuditLog
-from reme_service.audit.record import AuditRecord
-from reme_service.audit.trail import AuditTrail, current_trail
+from reme_service.audit.recorder import AuditRecorder
+from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
-from reme_service.auth.caller import TRUSTED, current_caller
-from reme_service.auth.policy import authorize, needed_scope
+from reme_service.auth.caller import Caller, caller_now
+from reme_service.auth.policy import RequestScope, resolve_flow
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError, NotFoundError, ReMeError, RequestValidationError, error_envelope
 from reme_service.events.bus import EventBus
-from reme_service.events.event import Event
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.expression import parse_flow
@@ -43,8 +39,7 @@ from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
-from reme_service.jobs.queue import JobQueue
-from reme_service.jobs.record import Job
+from reme_service.jobs.flow_jobs import FlowJobs
 from reme_service.json_pieces import model_json_ready
 from reme_service.loop_thread import LoopThread
 from reme_service.observe.metrics import Metrics
@@ -56,7 +51,6 @@ from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.metered import MeteredEmbedder, MeteredLLM
 from reme_service.schema.requests import build_request_model
-from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.services import Services
 from reme_service.storage.factory import build_store, parse_store_params
 
@@ -120,7 +114,14 @@ class ReMeApp:
         jobs = self.config.jobs
         jobs_dir = Path(jobs.dir).expanduser().resolve() if jobs.dir else self.data_dir / "jobs"
         self.events = EventBus(self.config.events, self.data_dir / "events")
-        self.jobs = JobQueue(jobs, JobFiles(jobs_dir), self._run_job, on_finished=self._job_finished)
+        self.audit = AuditRecorder(
+            self.config.flow,
+            default_workspace=self.config.default_workspace,
+            events=self.events,
+            history=self.history,
+            log=self.audit_log,
+        )
+        self.jobs = FlowJobs(jobs, JobFiles(jobs_dir), self.flows, self.run_validated, self.events)
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -154,9 +155,30 @@ class ReMeApp:
         return flows
 
     def _make_context(self, flow_name: str, request_id: str, request: BaseModel) -> ServiceContext:
+        """The context of a flow run directly (`FlowRunner.run` without one): its scope resolved here."""
+        runner = self.runner(flow_name)
+        return self._context(runner, request, request_id, self.request_scope(runner, request), None)
+
+    def _context(
+        self,
+        runner: FlowRunner[ServiceContext],
+        request: BaseModel,
+        request_id: str,
+        scope: RequestScope,
+        trail: AuditTrail | None,
+    ) -> ServiceContext:
         if self._context_factory is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
-        return self._context_factory(flow_name, request_id, request)
+        return self._context_factory(runner.name, request_id, request, scope, trail)
+
+    def request_scope(
+        self, runner: FlowRunner[ServiceContext], request: BaseModel, caller: Caller | None = None
+    ) -> RequestScope:
+        """The request's `RequestScope`, checked (`auth.policy.resolve_flow`: 400, 403), for `caller` (default: the
+        request's, `auth.caller.caller_now`)."""
+        caller = caller if caller is not None else caller_now()
+        flow = self.config.flow.get(runner.name)
+        return resolve_flow(caller, runner.name, flow, request, self.config.default_workspace)
 
     def _check_prompts(self, services: Services) -> None:
         seen: set[type[AnyOp]] = set()
@@ -207,7 +229,7 @@ class ReMeApp:
         self._flusher = asyncio.create_task(self._flush_key_use(), name="reme-key-use")
         self._started = True
         self.events.start()
-        await self.jobs.start()  # queued jobs run again now that the flows can
+        await self.jobs.queue.start()  # queued jobs run again now that the flows can
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
             len(self.flows),
@@ -220,7 +242,7 @@ class ReMeApp:
         if not self._started or self.services is None:
             return
         services = self.services
-        await self.jobs.stop()  # a running job stays `running` on disk: it runs again at the next start
+        await self.jobs.queue.stop()  # a running job stays `running` on disk: it runs again at the next start
         await self.events.stop()
         if self._flusher is not None:
             self._flusher.cancel()
@@ -287,139 +309,29 @@ class ReMeApp:
         when it holds many items (`concurrency.holds_many`: a `list` of 100,000 memories from a small request)."""
         if self.services is None:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
-        trail = self.new_trail(request_id, runner.name)
-        tracked = self.audit_log is not None or self.events.active or self.history is not None
-        token = current_trail.set(trail) if tracked else None
+        caller = caller_now()
+        trail = self.audit.new_trail(request_id, runner.name)
+        tracked = self.audit.tracking
         if (info := current_request.get()) is not None:
             info.flow = runner.name
             info.workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
         started = time.perf_counter()
         try:
-            response = await runner.run(request, request_id=request_id)
+            scope = self.request_scope(runner, request, caller)
+            context = self._context(runner, request, request_id, scope, trail if tracked else None)
+            response = await runner.run(request, request_id=request_id, context=context)
         except ReMeError as error:
             if error.status >= 500:  # the client gets the message; the operator should see it too
                 logger.warning("[%s] %s answered %d: %s", request_id, runner.name, error.status, error.message)
             self.metrics.flow_run(runner.name, error.status, time.perf_counter() - started)
-            await self._audit(runner.name, request, request_id, trail, error.code)
+            await self.audit.flow_done(runner.name, request, request_id, trail, error.code, caller)
             return error.status, error_envelope(error, request_id)
-        finally:
-            if token is not None:
-                current_trail.reset(token)
         self.metrics.flow_run(runner.name, 200, time.perf_counter() - started)
-        await self._audit(runner.name, request, request_id, trail, None)
+        await self.audit.flow_done(runner.name, request, request_id, trail, None, caller)
         large = offload or holds_many(response.answer, response.metadata)
         held = [response]  # the last reference: a large model is dumped, and freed, in the worker thread
         del response
         return 200, await off_loop_if(large, _dump_releasing, held, large)
-
-    def new_trail(self, request_id: str, flow: str) -> AuditTrail:
-        """The audit trail of one request (flows and the management API): it keeps history when history is on."""
-        return AuditTrail(request_id=request_id, flow=flow, keeps_history=self.history is not None)
-
-    async def submit_job(
-        self, runner: FlowRunner[ServiceContext], request: BaseModel, *, idempotency_key: str | None
-    ) -> tuple[Job, bool]:
-        """Queue `request` as a background job (`jobs/`): checked now as the flow would check it (workspace id,
-        the caller's rights), run later with the caller's rights. Returns the job and whether it was already known
-        by `idempotency_key`.
-
-        The request is dumped and hashed in a worker thread, whatever its size: the submission waits for a worker
-        thread anyway (the job's file, fsynced), so the hop costs nothing that matters, and the size of a request
-        is not known here (100,000 messages take seconds of CPU)."""
-        caller = current_caller.get() or TRUSTED
-        workspace_id = validate_workspace_id(getattr(request, "workspace_id", "") or self.config.default_workspace)
-        authorize(caller, runner.name, self.config.flow[runner.name], request, workspace_id)
-        body, digest = await asyncio.to_thread(_job_body, runner.name, request)
-        return await self.jobs.submit(
-            flow=runner.name,
-            workspace_id=workspace_id,
-            request=body,
-            caller=caller,
-            idempotency_key=idempotency_key,
-            body_hash=digest,
-        )
-
-    def _job_finished(self, job: Job) -> None:
-        job_info = {"job_id": job.job_id, "status": job.status, "http_status": job.http_status, "flow": job.flow}
-        self.events.publish(Event(type="JOB", workspace_id=job.workspace_id, job=job_info, flow=job.flow))
-
-    async def _run_job(self, job: Job) -> tuple[int, dict[str, Any]]:
-        """Run a job's flow as its submitter (`jobs.queue.JobQueue` calls this). Its request is validated, and its
-        answer dumped, in worker threads whatever their size: a job is background work that already waits for
-        worker threads (its file is saved at each change), and a stored request's size is unknown (see
-        `submit_job`)."""
-        runner = self.flows.get(job.flow)
-        if runner is None:
-            return 404, error_envelope(NotFoundError(f"flow {job.flow!r} is no longer served"), job.job_id)
-        request = await asyncio.to_thread(_validate, runner.request_model, job.request)
-        token = current_caller.set(job.caller)
-        try:
-            return await self.run_validated(runner, request, job.job_id, offload=True)
-        finally:
-            current_caller.reset(token)
-
-    async def _audit(
-        self, flow: str, request: BaseModel, request_id: str, trail: AuditTrail, error_code: str | None
-    ) -> None:
-        """Write the request's audit record when it changed something or was meant to (a write request, also when
-        it failed or was refused); on disk before the answer. Reads leave no record."""
-        config = self.config.flow.get(flow)
-        writes = config is not None and needed_scope(config, request) == "write"
-        if not (writes or trail.changed_anything):
-            return
-        workspace = getattr(request, "workspace_id", "") or self.config.default_workspace
-        action = getattr(request, "action", "") if flow == "vector_store" else flow
-        extra: dict[str, Any] = {}
-        source = getattr(request, "src_workspace_id", "")
-        if flow == "vector_store" and action == "copy" and source:
-            extra["src_workspace_id"] = source
-        await self.audit_change(flow, str(action or flow), workspace, request_id, trail, error_code, extra)
-
-    async def audit_change(
-        self,
-        flow: str,
-        action: str,
-        workspace_id: str,
-        request_id: str,
-        trail: AuditTrail,
-        error_code: str | None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
-        they are on; both at once, so their fsyncs overlap), as the request's caller, on disk when this returns.
-        The flows' changes and the management API's (`server/manage.py`, flow `manage`) both come here."""
-        self.events.publish_trail(flow, request_id, trail)
-        writes = []
-        if self.history is not None:
-            writes += [self.history.write(workspace, steps) for workspace, steps in trail.history.items()]
-        if self.audit_log is not None:
-            record = self._audit_record(flow, action, workspace_id, request_id, trail, error_code, extra)
-            writes.append(self.audit_log.append(record))
-        if writes:
-            await asyncio.gather(*writes)
-
-    @staticmethod
-    def _audit_record(
-        flow: str,
-        action: str,
-        workspace_id: str,
-        request_id: str,
-        trail: AuditTrail,
-        error_code: str | None,
-        extra: dict[str, Any] | None,
-    ) -> AuditRecord:
-        record = AuditRecord.of(
-            time=datetime.now(UTC),
-            request_id=request_id,
-            caller=current_caller.get() or TRUSTED,
-            workspace_id=workspace_id,
-            flow=flow,
-            action=action,
-            trail=trail,
-            error_code=error_code,
-        )
-        record.extra.update(extra or {})
-        return record
 
     async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
         """Run flow `name` with these request fields; returns the response dict (errors included)."""
@@ -482,14 +394,3 @@ def _dump_releasing(held: list[FlowResponse], large: bool = True) -> dict[str, A
     A `large` one is dumped in pieces (`json_pieces`), so that this worker thread lets the event loop run."""
     response = held.pop()
     return model_json_ready(response) if large else response.model_dump(mode="json")
-
-
-def _job_body(flow: str, request: BaseModel) -> tuple[dict[str, Any], str]:
-    """A job's request as stored (JSON-ready, without `async`) and the hash an Idempotency-Key replay must match."""
-    body = request.model_dump(mode="json", exclude={"run_async"})
-    return body, hashlib.sha256(orjson.dumps([flow, body], option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def _validate(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
-    """A stored job request as its flow's request model (in a worker thread: `ReMeApp._run_job`)."""
-    return model.model_validate(data)

@@ -1,15 +1,12 @@
-"""What one request changed, gathered while it runs: the stores and the working-memory writer add to the
-request's `AuditTrail` (found through `audit.trail.current_trail`), the app writes it as one record at the end.
-
-`VectorStore` records its own writes (see `stores/base.py`: `upsert`, `delete_ids`, `replace_workspace`,
-`delete_workspace` of every backend are wrapped once, when the backend class is defined), so no op has to
-remember to report what it changed.
+"""What one request changed, gathered while it runs: the request's store (`storage.guarded.GuardedStore`, bound to
+a `storage.writer.Writer` holding this trail) and the working-memory writer add to the request's `AuditTrail`,
+handed to them as a value; the app writes it as one record at the end. No op has to remember to report what it
+changed: every write through the request's store is recorded.
 """
 
 from __future__ import annotations
 
 import threading
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
@@ -79,7 +76,3 @@ class AuditTrail:
     def invalidated_ids(self, workspace_id: str, ids: list[str]) -> None:
         if ids:
             self._add(self.invalidated, workspace_id, ids)
-
-
-#: what the current request changed, for its audit record; `None` when nothing is being audited
-current_trail: ContextVar[AuditTrail | None] = ContextVar("current_trail", default=None)

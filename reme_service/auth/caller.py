@@ -34,6 +34,12 @@ class Caller(BaseModel):
 TRUSTED = Caller()
 
 
-#: the identity behind the request being served, set by the HTTP and MCP edges; `None` means no request is being
-#: served (start-up, scripts): callers read it as `TRUSTED`
+#: the identity behind the request being served, set by the HTTP and MCP edges (and by a job for its run); `None`
+#: means no request is being served (start-up, scripts, the Python API): read it through `caller_now`
 current_caller: ContextVar[Caller | None] = ContextVar("current_caller", default=None)
+
+
+def caller_now() -> Caller:
+    """The caller of the request being served, `TRUSTED` outside one. Read once where a request enters the service
+    (a flow run, a route's `RequestScope`, an MCP session): what follows is handed the value."""
+    return current_caller.get() or TRUSTED

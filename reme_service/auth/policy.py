@@ -5,15 +5,61 @@ that forgets to say is closed to read keys); `read_when` makes a write flow a re
 (`vector_store` with `action: list`). Fields declared `workspace: true` (copy's `src_workspace_id`) name
 workspaces the key must cover too. The messages name neither the key nor any workspace: a caller learns only
 that this request is not theirs to make.
+
+Every authorisation decision of the service is made here. A request's caller, workspace and needed scope are
+resolved once, where the request enters (`resolve_flow` for a flow's request, `resolve_workspace` for a route on
+one workspace), into a `RequestScope` that the rest of the request is handed: the flow context, the management
+routes, jobs and audit read it rather than resolving again. `visible` filters what a caller may see of listings
+(workspaces, jobs, events).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from reme_service.auth.caller import Caller, Scope
 from reme_service.config.models import FlowConfig
 from reme_service.errors import ForbiddenError
+from reme_service.schema.workspace_ids import validate_workspace_id
+
+
+class RequestScope(BaseModel):
+    """Who makes one request, on which workspace, needing what; resolved and checked once per request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    caller: Caller
+    #: validated; a flow request's empty `workspace_id` is already the configured `default_workspace`
+    workspace_id: str
+    #: what the request needs of the caller's key: `read`, or `write` for anything that may change memories
+    needed: Scope
+
+
+def resolve_flow(
+    caller: Caller, flow_name: str, flow: FlowConfig | None, request: BaseModel, default_workspace: str
+) -> RequestScope:
+    """The scope of a flow's request: its workspace (empty: `default_workspace`) validated (400), then the caller's
+    right to make it checked (403). A flow without configuration (not served by the app) is not checked."""
+    workspace_id = validate_workspace_id(getattr(request, "workspace_id", "") or default_workspace)
+    needed = needed_scope(flow, request) if flow is not None else "write"
+    if flow is not None:
+        authorize(caller, flow_name, flow, request, workspace_id)
+    return RequestScope(caller=caller, workspace_id=workspace_id, needed=needed)
+
+
+def resolve_workspace(caller: Caller, workspace_id: str, needed: Scope, what: str) -> RequestScope:
+    """The scope of a request on one named workspace (the management routes, an event stream's filter): the id
+    validated (400), then `needed` checked for `what` and the workspace against the key (403)."""
+    workspace_id = validate_workspace_id(workspace_id)
+    check_scope(caller, needed, what)
+    check_workspace(caller, workspace_id)
+    return RequestScope(caller=caller, workspace_id=workspace_id, needed=needed)
+
+
+def visible(caller: Caller, workspace_id: str) -> bool:
+    """Whether `caller` may see `workspace_id` and what belongs to it (a listing's entry, a job, an event): what it
+    may not see, it is not told exists."""
+    return caller.may_use(workspace_id)
 
 
 def needed_scope(flow: FlowConfig, request: BaseModel) -> Scope:
@@ -52,9 +98,3 @@ def check_workspace(caller: Caller, workspace_id: str) -> None:
     """ForbiddenError (403) unless `caller`'s key covers `workspace_id` (the message names neither)."""
     if not caller.may_use(workspace_id):
         raise ForbiddenError("this API key may not use the requested workspace")
-
-
-def authorize_workspace(caller: Caller, workspace_id: str, needed: Scope, what: str) -> None:
-    """The management API's check (`server/manage.py`): `needed` scope for `what`, on one workspace."""
-    check_scope(caller, needed, what)
-    check_workspace(caller, workspace_id)

@@ -48,9 +48,10 @@ class FlowRunner(Generic[C]):
         self.description = description
         self._make_context = make_context
 
-    async def run(self, request: BaseModel, *, request_id: str) -> FlowResponse:
-        """Execute the flow. Raises a `ReMeError` (usually an `OpError`) on failure."""
-        ctx = self._make_context(self.name, request_id, request)
+    async def run(self, request: BaseModel, *, request_id: str, context: C | None = None) -> FlowResponse:
+        """Execute the flow. Raises a `ReMeError` (usually an `OpError`) on failure. `context` is one its caller
+        made for this request already (the service's, from the request's resolved scope); else the factory's."""
+        ctx = context if context is not None else self._make_context(self.name, request_id, request)
         if not logger.isEnabledFor(logging.DEBUG):  # the timings are only logged at DEBUG: not taken below it
             await self._execute(self.tree, ctx, False)
             return ctx.response

@@ -2,8 +2,9 @@
 
 It sits in front of the HTTP routes and of MCP's SSE and streamable-HTTP apps (stdio is local and trusted). Each
 request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the caller is set in
-`auth.caller.current_caller` for the rest of the request (the flow runner's context factory checks the workspace
-and the scope against it), or the request is answered at once: 401 with `WWW-Authenticate: Bearer`, 429 with
+`auth.caller.current_caller` for the rest of the request (read once, `auth.caller.caller_now`, into the request's
+`auth.policy.RequestScope`, which checks the workspace and the scope against it), or the request is answered at
+once: 401 with `WWW-Authenticate: Bearer`, 429 with
 `Retry-After`, in the error envelope. Health, the OpenAPI document and its pages stay open: they say nothing
 private; so do the memory browser's static files (`/ui`: no data, the page asks for the key).
 """

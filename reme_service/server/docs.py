@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -26,16 +26,21 @@ def _unframed(page: HTMLResponse) -> HTMLResponse:
     return page
 
 
-def install_offline_docs(api: FastAPI) -> None:
-    static = Path(str(files("fastapi_offline") / "static"))
-    api.mount(STATIC_PREFIX, StaticFiles(directory=static), name="docs-static")
-    title = f"{api.title} - docs"
+def docs_static() -> StaticFiles:
+    """The pages' scripts and styles, for the app to mount at `STATIC_PREFIX` (a mount, not a route)."""
+    return StaticFiles(directory=Path(str(files("fastapi_offline") / "static")))
 
-    @api.get("/docs", include_in_schema=False)
+
+def docs_router(api_title: str, openapi_url: str) -> APIRouter:
+    """`/docs`, `/docs/oauth2-redirect` and `/redoc`, of the OpenAPI document at `openapi_url`; not in it."""
+    router = APIRouter(include_in_schema=False)
+    title = f"{api_title} - docs"
+
+    @router.get("/docs")
     async def swagger() -> HTMLResponse:
         return _unframed(
             get_swagger_ui_html(
-                openapi_url=api.openapi_url or "/openapi.json",
+                openapi_url=openapi_url,
                 title=title,
                 oauth2_redirect_url="/docs/oauth2-redirect",
                 swagger_js_url=f"{STATIC_PREFIX}/swagger-ui-bundle.js",
@@ -44,18 +49,20 @@ def install_offline_docs(api: FastAPI) -> None:
             )
         )
 
-    @api.get("/docs/oauth2-redirect", include_in_schema=False)
+    @router.get("/docs/oauth2-redirect")
     async def oauth2_redirect() -> HTMLResponse:
         return _unframed(get_swagger_ui_oauth2_redirect_html())
 
-    @api.get("/redoc", include_in_schema=False)
+    @router.get("/redoc")
     async def redoc() -> HTMLResponse:
         return _unframed(
             get_redoc_html(
-                openapi_url=api.openapi_url or "/openapi.json",
+                openapi_url=openapi_url,
                 title=title,
                 redoc_js_url=f"{STATIC_PREFIX}/redoc.standalone.js",
                 redoc_favicon_url=f"{STATIC_PREFIX}/favicon.png",
                 with_google_fonts=False,
             )
         )
+
+    return router

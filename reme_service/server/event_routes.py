@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from reme_service.app import ReMeApp
-from reme_service.auth.caller import TRUSTED, current_caller
-from reme_service.errors import ForbiddenError, NotFoundError, OverloadedError
+from reme_service.auth.caller import caller_now
+from reme_service.auth.policy import resolve_workspace, visible
+from reme_service.errors import NotFoundError, OverloadedError
 from reme_service.events.event import Event
-from reme_service.schema.workspace_ids import validate_workspace_id
 
 HEARTBEAT_SECONDS = 15.0
 REVOKED = (
@@ -38,8 +38,11 @@ def _block(event: Event) -> bytes:
     return f"id: {event.event_id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
 
 
-def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
-    @api.get("/events", summary="Change events as server-sent events (ADD, UPDATE, DELETE, INVALIDATE, JOB)")
+def event_router(app: ReMeApp) -> APIRouter:
+    """`GET /events` of `app`."""
+    router = APIRouter()
+
+    @router.get("/events", summary="Change events as server-sent events (ADD, UPDATE, DELETE, INVALIDATE, JOB)")
     async def events(
         workspace: str | None = Query(
             None, description="only this workspace's events (default: every one the key covers)"
@@ -51,15 +54,13 @@ def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
             raise OverloadedError(
                 f"{app.config.events.max_streams} event streams are open (events.max_streams); retry shortly"
             )
-        caller = current_caller.get() or TRUSTED
+        caller = caller_now()
         accept: Callable[[Event], bool]
         if workspace is not None:
-            only = validate_workspace_id(workspace)
-            if not caller.may_use(only):
-                raise ForbiddenError("this API key does not cover that workspace")
+            only = resolve_workspace(caller, workspace, "read", "an event stream").workspace_id
             accept = lambda event: event.workspace_id == only  # noqa: E731
         else:
-            accept = lambda event: caller.may_use(event.workspace_id)  # noqa: E731
+            accept = lambda event: visible(caller, event.workspace_id)  # noqa: E731
 
         async def stream() -> AsyncIterator[bytes]:
             loop = asyncio.get_running_loop()
@@ -88,3 +89,5 @@ def install_event_routes(api: FastAPI, app: ReMeApp) -> None:
 
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    return router

@@ -21,7 +21,6 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
@@ -34,18 +33,18 @@ from reme_service.flow.runner import FlowRunner
 from reme_service.observe.request_info import current_request
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
-from reme_service.server.docs import install_offline_docs
+from reme_service.server.docs import STATIC_PREFIX, docs_router, docs_static
 from reme_service.server.envelope import request_id_from
-from reme_service.server.event_routes import install_event_routes
+from reme_service.server.event_routes import event_router
 from reme_service.server.guard import BODY_KEY, EdgeGuard, EdgeLimits
 from reme_service.server.http_errors import FLOW_ERROR_RESPONSES, error_response, install_error_handlers
-from reme_service.server.job_routes import accept_job, install_job_routes, runs_as_job
-from reme_service.server.manage import install_manage_routes
+from reme_service.server.job_routes import accept_job, job_router, runs_as_job
+from reme_service.server.manage import manage_router
 from reme_service.server.mcp import McpEndpoints
 from reme_service.server.observer import RequestObserver
-from reme_service.server.operator_routes import install_operator_routes
+from reme_service.server.operator_routes import operator_router
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy
-from reme_service.server.ui import install_ui_routes
+from reme_service.server.ui import ui_router
 
 logger = logging.getLogger("reme_service.http")
 
@@ -141,7 +140,7 @@ def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
         if api.openapi_schema is None:
             twin = FastAPI(title=api.title, version=api.version)
             for route in api.routes:
-                if isinstance(route, APIRoute):  # the served flows are `_FlowRoute`s: documented below
+                if not isinstance(route, _FlowRoute):  # the served flows: documented below
                     twin.router.routes.append(route)
             for runner in app.flows.values():
                 twin.add_api_route(f"/{runner.name}", _documented_endpoint(runner), **_flow_route(runner))
@@ -204,15 +203,16 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
     for runner in app.flows.values():
         endpoint = _flow_endpoint(app, runner, http.offload_bytes)
         api.router.routes.append(_FlowRoute(f"/{runner.name}", endpoint, methods=["POST"], name=runner.name))
-    install_operator_routes(api, app)
-    install_job_routes(api, app)
-    install_event_routes(api, app)
-    install_offline_docs(api)
-
+    # Every other route is declared once, on its resource's APIRouter, and included here.
+    api.include_router(operator_router(app))  # /health, /health/live, /health/ready, /metrics
+    api.include_router(job_router(app))  # GET /jobs/{job_id}
+    api.include_router(event_router(app))  # GET /events
+    api.mount(STATIC_PREFIX, docs_static(), name="docs-static")
+    api.include_router(docs_router(api.title, api.openapi_url or "/openapi.json"))  # /docs, /redoc
     if mcp is not None:  # MCP on the same port and process: one owner of the store
         api.router.routes.extend(mcp.routes)
-    install_manage_routes(api, app)  # GET /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
-    install_ui_routes(api)  # the memory browser: GET /ui
+    api.include_router(manage_router(app))  # /workspaces, /workspaces/{id}/memories[/{memory_id}], export, import
+    api.include_router(ui_router())  # the memory browser: GET /ui
     api.openapi = _openapi_of(api, app)  # type: ignore[method-assign]
 
     install_error_handlers(api, app.flows)

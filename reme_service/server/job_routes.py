@@ -9,13 +9,14 @@ submission return the job of the first one.
 from __future__ import annotations
 
 import orjson
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from reme_service import json_pieces
 from reme_service.app import ReMeApp
-from reme_service.auth.caller import TRUSTED, current_caller
+from reme_service.auth.caller import caller_now
+from reme_service.auth.policy import visible
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.models import FlowConfig
 from reme_service.errors import InvalidRequestError, NotFoundError
@@ -47,7 +48,8 @@ def runs_as_job(flow: FlowConfig, body: BaseModel) -> bool:
 
 async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: BaseModel, request: Request) -> Response:
     """Queue the validated `body` as a job and answer 202 (200 when the Idempotency-Key names a known job)."""
-    job, known = await app.submit_job(runner, body, idempotency_key=_idempotency_key(request))
+    idempotency_key = _idempotency_key(request)
+    job, known = await app.jobs.submit(runner, body, app.request_scope(runner, body), idempotency_key=idempotency_key)
     envelope = {
         "answer": "",
         "success": True,
@@ -60,21 +62,25 @@ async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: Bas
     )
 
 
-def install_job_routes(api: FastAPI, app: ReMeApp) -> None:
-    @api.get("/jobs/{job_id}", summary="A background job: status, timings and, once finished, the flow's answer")
+def job_router(app: ReMeApp) -> APIRouter:
+    """`GET /jobs/{job_id}` of `app`."""
+    router = APIRouter()
+
+    @router.get("/jobs/{job_id}", summary="A background job: status, timings and, once finished, the flow's answer")
     async def get_job(
         request: Request,
         job_id: str,
         wait: float = Query(0, ge=0, le=60, description="seconds to wait for the job to finish (long poll)"),
     ) -> Response:
-        caller = current_caller.get() or TRUSTED
-        job = await app.jobs.get(job_id)
-        if job is None or not caller.may_use(job.workspace_id):
+        job = await app.jobs.queue.get(job_id)
+        if job is None or not visible(caller_now(), job.workspace_id):
             return error_response(NotFoundError(f"no job {job_id!r}"), request)
-        job = await app.jobs.wait(job_id, wait) or job
+        job = await app.jobs.queue.wait(job_id, wait) or job
         result = job.result or {}  # a finished job's answer: encoded off the loop when large, as a flow's
         large = holds_many(result.get("answer"), result.get("metadata"))
         return Response(await off_loop_if(large, _view_json, job, large), media_type="application/json")
+
+    return router
 
 
 def _view_json(job: Job, large: bool = True) -> bytes:

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from reme_service.auth.access import Access
-from reme_service.auth.caller import TRUSTED, Caller, current_caller
+from reme_service.auth.caller import Caller, caller_now
 from reme_service.errors import NotFoundError
 from reme_service.server.envelope import request_id_from, send_envelope
 
@@ -45,7 +45,7 @@ class SseSessions:
         self._openers: dict[str, Caller] = {}
 
     async def open(self, scope: Scope, receive: Receive, send: Send) -> None:
-        opener = current_caller.get() or TRUSTED
+        opener = caller_now()
         bound: list[str] = []
 
         async def send_bound(message: Message) -> None:
@@ -75,7 +75,7 @@ class SseSessions:
 
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _session_id(scope)
-        if session_id is not None and self._openers.get(session_id) != (current_caller.get() or TRUSTED):
+        if session_id is not None and self._openers.get(session_id) != caller_now():
             request_id = request_id_from(scope.get("headers", ()))
             await send_envelope(send, NotFoundError("no such MCP session"), request_id)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
 from reme_service.app import ReMeApp
@@ -26,23 +26,28 @@ def failing_parts(report: dict[str, Any]) -> list[str]:
     return failing or [f"the service is {report['status']}"]
 
 
-def install_operator_routes(api: FastAPI, app: ReMeApp) -> None:
-    @api.get("/health", summary="Service health: each store, embedding model and LLM (503 when down)")
+def operator_router(app: ReMeApp) -> APIRouter:
+    """`/health`, `/health/live`, `/health/ready` and `/metrics` of `app`."""
+    router = APIRouter()
+
+    @router.get("/health", summary="Service health: each store, embedding model and LLM (503 when down)")
     async def health() -> Response:
         report = await app.health()
         return json_response(report, 200 if report["status"] in SERVING else 503)
 
-    @api.get("/health/live", summary="Liveness: 200 while the process serves requests")
+    @router.get("/health/live", summary="Liveness: 200 while the process serves requests")
     async def live() -> Response:
         return json_response({"status": "alive"})
 
-    @api.get("/health/ready", summary="Readiness: 200 when requests can be served, else 503 with the reasons")
+    @router.get("/health/ready", summary="Readiness: 200 when requests can be served, else 503 with the reasons")
     async def ready() -> Response:
         report = await app.health()
         if report["status"] in SERVING:
             return json_response({"status": "ready", "health": report["status"]})
         return json_response({"status": "not_ready", "health": report["status"], "reasons": failing_parts(report)}, 503)
 
-    @api.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
+    @router.get("/metrics", summary="Prometheus metrics (text format)", response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(app.metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    return router

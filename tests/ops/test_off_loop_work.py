@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 import reme_service.app as app_module
+import reme_service.jobs.flow_jobs as flow_jobs_module
 import reme_service.ops.vector_store.vector_store_action_op as action_module
 import reme_service.server.http as http_module
 import reme_service.server.job_routes as job_routes_module
@@ -110,8 +111,8 @@ async def test_a_job_is_dumped_hashed_validated_and_its_large_answer_encoded_off
     app: ReMeApp, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await app.async_execute("vector_store", workspace_id="big", action="insert", memory_dicts=dicts(MANY))
-    hashed = record_threads(monkeypatch, app_module, "_job_body")
-    validated = record_threads(monkeypatch, app_module, "_validate")
+    hashed = record_threads(monkeypatch, flow_jobs_module, "_job_body")
+    validated = record_threads(monkeypatch, flow_jobs_module, "_validate")
     dumped = record_threads(monkeypatch, app_module, "_dump_releasing")
     viewed = record_threads(monkeypatch, job_routes_module, "_view_json")
     loop_thread = threading.current_thread()

@@ -9,6 +9,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.providers.embedding.local import MODEL_PACKAGE, LocalEmbeddingClient
+from reme_service.providers.metered import MeteredEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +26,9 @@ async def test_second_identical_query_runs_no_forward_pass(tmp_path: Path) -> No
     overrides = ("embedding_model.default.backend=local", "vector_store.default.backend=memory")
     async with ReMeApp(f"data_dir={tmp_path}", *overrides, env={}) as app:
         assert app.services is not None
-        embedder = app.services.store_embedder()
+        metered = app.services.store_embedder()
+        assert isinstance(metered, MeteredEmbedder)  # the app meters every client it builds from the outside
+        embedder = metered.inner
         assert isinstance(embedder, LocalEmbeddingClient)
         stored = await app.async_execute(name="vector_store", workspace_id="ws", action="insert", memory_dicts=MEMORIES)
         assert stored["success"], stored

@@ -9,13 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from reme_service.audit.trail import AuditTrail, current_trail
-from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller, current_caller
-from reme_service.auth.policy import authorize
+from reme_service.audit.trail import AuditTrail
+from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller
+from reme_service.auth.policy import RequestScope
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.workspace_ids import file_name, validate_workspace_id
+from reme_service.schema.workspace_ids import file_name
 from reme_service.services import Services
 from reme_service.storage.guarded import GuardedStore
 from reme_service.storage.writer import Writer
@@ -29,7 +29,9 @@ def workspace_working_root(root: Path, workspace_id: str) -> Path:
 
 class ServiceContext(FlowContext):
     """One request's context for the memory ops. `workspace_id` is already validated (empty in the request means
-    the configured `default_workspace`); `language` is the prompt language (`""` = English, `"zh"`)."""
+    the configured `default_workspace`); `language` is the prompt language (`""` = English, `"zh"`). `scope` is the
+    request's resolved `auth.policy.RequestScope` (its caller, workspace and needed scope) and `trail` its audit
+    trail (None when nothing is tracked), both as the app resolved them when the request entered."""
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class ServiceContext(FlowContext):
         workspace_id: str,
         language: str = "",
         caller: Caller = TRUSTED,
+        scope: RequestScope | None = None,
         trail: AuditTrail | None = None,
     ) -> None:
         super().__init__(flow_name=flow_name, request_id=request_id, request=request)
@@ -48,6 +51,8 @@ class ServiceContext(FlowContext):
         self.workspace_id = workspace_id
         self.language = language
         self.caller = caller
+        self.scope = scope or RequestScope(caller=caller, workspace_id=workspace_id, needed="write")
+        self.trail = trail
         #: who this request's store writes are recorded for (None: not recorded)
         self.writer = Writer(trail, caller.key_id) if trail is not None else None
         # memory object id -> (the memory, its fields when dumped, the dump): `publish_memories`' reuse
@@ -101,27 +106,23 @@ class ServiceContext(FlowContext):
 
 
 class ServiceContextFactory:
-    """Builds a `ServiceContext` per request: resolves and validates the workspace (400 on a bad id) and checks that
-    the request's caller (`auth.caller.current_caller`; trusted when unset) may make it (403: `auth.policy`)."""
+    """Builds a `ServiceContext` per request from its `RequestScope`, resolved and checked before
+    (`auth.policy.resolve_flow`, by `ReMeApp`): the context only carries it."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
 
-    def __call__(self, flow_name: str, request_id: str, request: BaseModel) -> ServiceContext:
-        config = self._services.config
-        requested = getattr(request, "workspace_id", "") or config.default_workspace
-        workspace_id = validate_workspace_id(requested)
-        caller = current_caller.get() or TRUSTED
-        flow = config.flow.get(flow_name)
-        if flow is not None:
-            authorize(caller, flow_name, flow, request, workspace_id)
+    def __call__(
+        self, flow_name: str, request_id: str, request: BaseModel, scope: RequestScope, trail: AuditTrail | None
+    ) -> ServiceContext:
         return ServiceContext(
             flow_name=flow_name,
             request_id=request_id,
             request=request,
             services=self._services,
-            workspace_id=workspace_id,
-            language=config.language,
-            caller=caller,
-            trail=current_trail.get(),
+            workspace_id=scope.workspace_id,
+            language=self._services.config.language,
+            caller=scope.caller,
+            scope=scope,
+            trail=trail,
         )

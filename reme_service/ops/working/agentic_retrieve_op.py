@@ -73,7 +73,7 @@ class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
         async def prepare(current: list[Message]) -> list[Message]:
             outcome = await offload(current, request, params.counter, snapshot, disk)
             if outcome.files:
-                written.extend(await asyncio.to_thread(write_files_atomically, root, outcome.files))
+                written.extend(await asyncio.to_thread(write_files_atomically, root, outcome.files, ctx.trail))
             return outcome.messages
 
         grep = GrepTool(root, ctx.services.regex_lane)

@@ -23,5 +23,5 @@ class BatchWriteFileOp(ServiceOp[OpParams]):
     async def run(self, ctx: ServiceContext) -> None:
         files = ctx.get(keys.WRITE_FILE_DICT, {})
         root = WorkingRoot(ctx.working_root)
-        written = await asyncio.to_thread(write_files_atomically, root, files) if files else []
+        written = await asyncio.to_thread(write_files_atomically, root, files, ctx.trail) if files else []
         ctx.response.metadata["written_files"] = written

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from reme_service.audit.trail import current_trail
+from reme_service.audit.trail import AuditTrail
 from reme_service.durable import fsync_path
 from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
 from reme_service.schema.paths import path_problem
@@ -76,7 +76,7 @@ def join(directory: str, name: str) -> str:
     return str(PurePosixPath(directory) / name) if directory else name
 
 
-def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[str]:
+def write_files_atomically(root: WorkingRoot, files: Mapping[str, str], trail: AuditTrail | None = None) -> list[str]:
     """Write every `{root-relative path: text}` entry (UTF-8), all or nothing as far as the OS allows.
 
     Phase one writes each text to a temp file beside its target; phase two fsyncs them (concurrently: parallel
@@ -114,8 +114,7 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str]) -> list[
         which = f" {current!r}" if current else "s"
         raise StoreError(f"could not write working-memory file{which}: {exc.strerror or exc}") from exc
     written = [rel for rel, _ in targets]
-    trail = current_trail.get()  # the caller's context (asyncio.to_thread copies it)
-    if trail is not None:
+    if trail is not None:  # the request's audit trail: it records the files written
         trail.wrote_files(written)
     return written
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 _FILES = {
@@ -41,20 +41,22 @@ def _serve(name: str) -> Response:
     return Response(_content(name), media_type=_FILES[name], headers=headers)
 
 
-def install_ui_routes(api: FastAPI) -> None:
-    """Add `GET /ui` (the page) and its two assets to `api`; left out of the OpenAPI document."""
+def ui_router() -> APIRouter:
+    """`GET /ui` (the page) and its two assets; left out of the OpenAPI document."""
+    router = APIRouter(include_in_schema=False)
 
+    @router.get("/ui")
     async def page() -> Response:
         return _serve("index.html")
 
+    @router.get("/ui/")
     async def redirect() -> Response:
         return RedirectResponse("/ui")
 
-    api.add_api_route("/ui", page, methods=["GET"], include_in_schema=False)
-    api.add_api_route("/ui/", redirect, methods=["GET"], include_in_schema=False)
     for name in ("app.js", "app.css"):
 
         async def asset(name: str = name) -> Response:
             return _serve(name)
 
-        api.add_api_route(f"/ui/{name}", asset, methods=["GET"], include_in_schema=False)
+        router.add_api_route(f"/ui/{name}", asset, methods=["GET"])
+    return router

@@ -1,0 +1,110 @@
+"""What a request leaves behind once it ends: its change events (`events/`), its memories' history (`history/`)
+and its audit record (`audit.log.AuditLog`), written together, on disk before the answer.
+
+The rules of what is recorded live here, not in the app: a flow's request is recorded when it changed something
+or was meant to (a write: `auth.policy.needed_scope`), also when it failed or was refused; a read leaves no
+record. The record's action is the `vector_store` action, else the flow name; a `vector_store` copy also names its
+source workspace (`extra.src_workspace_id`). The management routes record their changes as flow `manage`, each
+with its own action (`change`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from reme_service.audit.log import AuditLog
+from reme_service.audit.record import AuditRecord
+from reme_service.audit.trail import AuditTrail
+from reme_service.auth.caller import Caller
+from reme_service.auth.policy import needed_scope
+from reme_service.config.models import FlowConfig
+from reme_service.events.bus import EventBus
+from reme_service.history.log import HistoryLog
+
+#: the flow whose `action` field names what a request does (`insert`, `copy`...): the record's action
+ACTION_FLOW = "vector_store"
+
+
+class AuditRecorder:
+    """The audit side of one app: its flows' configuration (what writes), the event bus, the history and audit logs
+    (None when off)."""
+
+    def __init__(
+        self,
+        flows: Mapping[str, FlowConfig],
+        *,
+        default_workspace: str,
+        events: EventBus,
+        history: HistoryLog | None,
+        log: AuditLog | None,
+    ) -> None:
+        self._flows = flows
+        self._default_workspace = default_workspace
+        self._events = events
+        self._history = history
+        self._log = log
+
+    @property
+    def tracking(self) -> bool:
+        """Whether a flow's changes are wanted by anything (the audit log, change events, history)."""
+        return self._log is not None or self._events.active or self._history is not None
+
+    def new_trail(self, request_id: str, flow: str) -> AuditTrail:
+        """The audit trail of one request (flows and the management routes): it keeps history when history is on."""
+        return AuditTrail(request_id=request_id, flow=flow, keeps_history=self._history is not None)
+
+    async def flow_done(
+        self, flow: str, request: BaseModel, request_id: str, trail: AuditTrail, error_code: str | None, caller: Caller
+    ) -> None:
+        """Record a flow's request once it ended (`error_code` None: it succeeded), as `caller`: when it changed
+        something or was meant to. The workspace is the request's own (the default for an empty one), as sent:
+        a request refused for its workspace id is recorded under that id."""
+        config = self._flows.get(flow)
+        writes = config is not None and needed_scope(config, request) == "write"
+        if not (writes or trail.changed_anything):
+            return
+        workspace = getattr(request, "workspace_id", "") or self._default_workspace
+        action = getattr(request, "action", "") if flow == ACTION_FLOW else flow
+        extra: dict[str, Any] = {}
+        source = getattr(request, "src_workspace_id", "")
+        if flow == ACTION_FLOW and action == "copy" and source:
+            extra["src_workspace_id"] = source
+        await self.change(flow, str(action or flow), workspace, request_id, trail, error_code, caller, extra)
+
+    async def change(
+        self,
+        flow: str,
+        action: str,
+        workspace_id: str,
+        request_id: str,
+        trail: AuditTrail,
+        error_code: str | None,
+        caller: Caller,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
+        they are on; both at once, so their fsyncs overlap), as `caller`, on disk when this returns."""
+        self._events.publish_trail(flow, request_id, trail)
+        writes: list[Awaitable[Any]] = []
+        if self._history is not None:
+            writes += [self._history.write(workspace, steps) for workspace, steps in trail.history.items()]
+        if self._log is not None:
+            record = AuditRecord.of(
+                time=datetime.now(UTC),
+                request_id=request_id,
+                caller=caller,
+                workspace_id=workspace_id,
+                flow=flow,
+                action=action,
+                trail=trail,
+                error_code=error_code,
+            )
+            record.extra.update(extra or {})
+            writes.append(self._log.append(record))
+        if writes:
+            await asyncio.gather(*writes)
