@@ -21,7 +21,7 @@ the tokens of the answer text returned (MiniLM's WordPiece tokenizer, no special
 Modes: `vector` (cosine similarity only, turn alone, no rescoring: what ReMe does), `fusion` (the service before
 issue #20: turn alone, cosine fused with BM25 at weight 0.3, no rescoring — BM25 now stems) and `hybrid` (the
 service's default retrieval over neighbour-context memories: fusion at 0.4, then the query-cue rescoring, the
-session → turn scoring and the session-diversified pick of `ops/vector_store/rescore.py`). ReMe 0.2.0.6 on
+session → turn scoring and the session-diversified pick of `retrieval/rescore.py`). ReMe 0.2.0.6 on
 locomo_dev.json with the same embedder: hit@1 0.221, hit@5 0.486, recall@5 0.434 (760 questions, turn alone).
 The constants of `hybrid` were chosen by leave-one-conversation-out cross-validation (`locomo_cv.py`).
 """
