@@ -9,7 +9,7 @@ request's moment) as `time_created` bounds, and `written_in` tells whether a mem
 and adds `period_boost` to the score of those written within it.
 
 On LoCoMo dev (each turn written at its session's date) 104 of the 760 questions name a period, mostly of the
-"multi-hop" category ("What did Gina find for her clothing store on 1 February, 2023?"); the bonus lifts session
+"single-hop" category ("What did Gina find for her clothing store on 1 February, 2023?"); the bonus lifts session
 recall@5 by about 0.02 under cross-validation (docs/retrieval_quality.md).
 """
 
