@@ -57,12 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"reme: serving {len(app.flows)} flows as MCP tools over {where}\n")
         run_mcp(app)
         return 0
+    from reme_service.server.protocol import require_supported_uvicorn
     from reme_service.server.run import listen, run_http
     from reme_service.server.workers import Supervisor, is_worker, require_shared_stores
 
     http = app.config.http
     worker = is_worker()  # one of `http.workers`: its parent checked the port and said what it serves
     try:
+        require_supported_uvicorn()  # before anything says "starting": the HTTP edge needs the tested uvicorn
         if not worker:
             require_shared_stores(app.config)
         sock = listen(http.host, http.port, reuse_port=worker or http.workers > 1)

@@ -4,7 +4,7 @@ Every turn of every conversation is one memory (as in `locomo_recall.py`); every
 evidence is a query with k = 5. The texts are embedded once with the service's embedder (local MiniLM; cached in
 `--cache`), and the rankings are computed here with the service's own scoring code: `LexicalIndex` (BM25, with or
 without `light_stem`), `lexical.fuse` (cosine ⊕ BM25, weight w), a candidate pool of `POOL` by fused score, as
-`RecallVectorStoreOp` fetches it, and the bonuses of `ops/vector_store/rescore.py` on that pool. A technique is
+`RecallVectorStoreOp` fetches it, and the bonuses of `retrieval/rescore.py` on that pool. A technique is
 a grid of constants; for each conversation in turn, the grid point with the best objective on the *other*
 conversations (hit@1 + hit@5 + recall@5, summed over their questions) is applied to it, and the pooled figures over
 all held-out questions are the cross-validated ones. The in-sample best is printed beside it.
@@ -54,8 +54,8 @@ from locomo_recall import CATEGORIES, DEFAULT_DATA, evidence_of, memory_of, sess
 from numpy.typing import NDArray
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.periods import query_periods, written_in
-from reme_service.ops.vector_store.rescore import (
+from reme_service.retrieval.periods import query_periods, written_in
+from reme_service.retrieval.rescore import (
     QueryCues,
     Rescoring,
     asks_for_list,

@@ -37,7 +37,7 @@ import yaml
 
 from reme_service.app import ReMeApp
 from reme_service.config.loader import FLOWS_DIR
-from reme_service.ops.personal.timestamps import normalise_timestamp
+from reme_service.retrieval.timestamps import normalise_timestamp
 from reme_service.schema.vector_node import VectorNode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

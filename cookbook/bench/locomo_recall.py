@@ -6,7 +6,7 @@ action (one workspace per conversation): `content` = "<speaker>: <text>", `when_
 text) the same line preceded by the turn before it in its session (neighbour context; `--no-neighbour` indexes the
 turn alone), metadata `dia_id` and `session` ("D3"), and `time_created` the session's date (a memory is written
 when its turn was said: questions naming a period, "in July 2023", match it). Every question of categories 1-4
-(single-hop, temporal, open-domain, multi-hop) with evidence is a `retrieve_task_memory` query with `top_k=5`. No
+(multi-hop, temporal, open-domain, single-hop) with evidence is a `retrieve_task_memory` query with `top_k=5`. No
 LLM is involved.
 
 Per question: turn hit@1 / hit@5 (an evidence turn first / among the first five), recall@5 (the share of its
@@ -21,7 +21,7 @@ the tokens of the answer text returned (MiniLM's WordPiece tokenizer, no special
 Modes: `vector` (cosine similarity only, turn alone, no rescoring: what ReMe does), `fusion` (the service before
 issue #20: turn alone, cosine fused with BM25 at weight 0.3, no rescoring — BM25 now stems) and `hybrid` (the
 service's default retrieval over neighbour-context memories: fusion at 0.4, then the query-cue rescoring, the
-session → turn scoring and the session-diversified pick of `ops/vector_store/rescore.py`). ReMe 0.2.0.6 on
+session → turn scoring and the session-diversified pick of `retrieval/rescore.py`). ReMe 0.2.0.6 on
 locomo_dev.json with the same embedder: hit@1 0.221, hit@5 0.486, recall@5 0.434 (760 questions, turn alone).
 The constants of `hybrid` were chosen by leave-one-conversation-out cross-validation (`locomo_cv.py`).
 """
@@ -49,7 +49,7 @@ from reme_service.schema.memory import TIME_FORMAT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
-CATEGORIES = {1: "single-hop", 2: "temporal", 3: "open-domain", 4: "multi-hop"}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 UNSCORED = "speaker_boost=0, time_boost=0, period_boost=0, group_weight=0, list_diversity=None"  # no bonuses
 RECALL = {
     "vector": f"RecallVectorStoreOp(hybrid=False, {UNSCORED})",

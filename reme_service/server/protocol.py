@@ -20,24 +20,69 @@ answer 503 to everyone. This subclass adds, per connection:
   one gets 503 `overloaded` and is closed. Idle sockets therefore never starve clients that send requests.
 
 Requests in flight are limited separately, in the ASGI layer (`reme_service.server.guard`).
+
+`HttpToolsProtocol` is not part of uvicorn's public API: its callbacks and attributes (`cycle`, `flow`, `pipeline`,
+`connections`, ...) may change in any release. pyproject.toml pins uvicorn to the minor this class is tested
+with (`SUPPORTED_UVICORN`), and `EdgeHttpProtocol.configured` — called once as the server starts — refuses any
+other installed version with a `ConfigError` naming the supported range, rather than serving with hygiene that may
+have silently stopped working. (Falling back to uvicorn's own protocol would drop the head timeout, the size limit
+and the connection cap that `http.*` promises, so the server does not start instead.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any, ClassVar
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from reme_service.errors import HeaderTooLargeError, InvalidRequestError, OverloadedError, ReMeError
+from reme_service.errors import ConfigError, HeaderTooLargeError, InvalidRequestError, OverloadedError, ReMeError
 from reme_service.server.envelope import raw_response
 
 logger = logging.getLogger("reme_service.http")
 
 
 CHUNK_FRAMING = 32  # bytes of a chunk-size line and its CRLFs that are not counted against the head limit
+
+SUPPORTED_UVICORN = ((0, 54), (0, 55))  # [lowest, first unsupported) (major, minor); pyproject.toml pins the same
+SUPPORTED_UVICORN_SPEC = ">=0.54,<0.55"
+UVICORN_HOOKS = (  # the `HttpToolsProtocol` methods `EdgeHttpProtocol` overrides and calls with `super()`
+    "connection_made",
+    "connection_lost",
+    "data_received",
+    "send_400_response",
+    "on_message_begin",
+    "on_header",
+    "on_body",
+    "on_headers_complete",
+    "on_message_complete",
+    "on_response_complete",
+)
+
+
+def require_supported_uvicorn(version: str | None = None, base: type = HttpToolsProtocol) -> None:
+    """Raise `ConfigError` unless `version` (default: the installed uvicorn's) is in `SUPPORTED_UVICORN` and
+    `base` (uvicorn's `HttpToolsProtocol`) still has every hook this module extends. A pre-release or local version
+    counts as its release ("0.54.1rc1" as 0.54); a version that does not start with `major.minor` is refused."""
+    version = uvicorn.__version__ if version is None else version
+    match = re.match(r"(\d+)\.(\d+)", version)
+    low, high = SUPPORTED_UVICORN
+    if match is None or not low <= (int(match[1]), int(match[2])) < high:
+        raise ConfigError(
+            f"uvicorn {version} is installed, but the HTTP edge (reme_service/server/protocol.py) extends uvicorn's "
+            f"private httptools protocol and supports only uvicorn{SUPPORTED_UVICORN_SPEC}: "
+            f"pip install 'uvicorn[standard]{SUPPORTED_UVICORN_SPEC}'"
+        )
+    missing = [name for name in UVICORN_HOOKS if not callable(getattr(base, name, None))]
+    if missing:
+        raise ConfigError(
+            f"uvicorn {version}'s HttpToolsProtocol lacks {', '.join(missing)}, which the HTTP edge "
+            f"(reme_service/server/protocol.py) extends: install uvicorn[standard]{SUPPORTED_UVICORN_SPEC}"
+        )
 
 
 class _Refused(Exception):
@@ -56,6 +101,8 @@ class EdgeHttpProtocol(HttpToolsProtocol):
     def configured(
         cls, *, header_timeout: float, max_header_bytes: int, max_connections: int | None, retry_after: int
     ) -> type[EdgeHttpProtocol]:
+        """A subclass with these limits; first checks the installed uvicorn (`require_supported_uvicorn`)."""
+        require_supported_uvicorn()
         return type(
             "ConfiguredEdgeHttpProtocol",
             (cls,),

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from reme_service.app import ReMeApp
-from reme_service.ops.vector_store.periods import period_filter, query_periods, written_in
-from reme_service.ops.vector_store.rescore import (
+from reme_service.retrieval.periods import period_filter, query_periods, written_in
+from reme_service.retrieval.rescore import (
     QueryCues,
     Rescoring,
     asks_for_list,

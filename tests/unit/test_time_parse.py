@@ -1,4 +1,4 @@
-"""The personal-memory time parser: absolute timestamps, English and Chinese time expressions, period answers."""
+"""The time parser (`reme_service/retrieval`): timestamps, English and Chinese time expressions, period answers."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from reme_service.ops.personal.time_expressions import asks_about_time, find_time_spans, has_time_word
-from reme_service.ops.personal.timespan import TimeSpan, format_moment, parse_span_answer
-from reme_service.ops.personal.timestamps import normalise_timestamp, parse_timestamp
+from reme_service.retrieval.time_expressions import asks_about_time, find_time_spans, has_time_word
+from reme_service.retrieval.timespan import TimeSpan, format_moment, parse_span_answer
+from reme_service.retrieval.timestamps import normalise_timestamp, parse_timestamp
 
 MONDAY = datetime(2023, 5, 8, 13, 56)  # Monday, 8 May 2023
 
@@ -194,7 +194,7 @@ def test_format_moment_in_both_languages() -> None:
 def test_the_rules_read_at_most_max_time_text_characters() -> None:
     """A long text costs the rules at most MAX_TIME_TEXT characters (~2 µs each): a period named past them is not
     read, one inside them is."""
-    from reme_service.ops.personal.time_expressions import MAX_TIME_TEXT
+    from reme_service.retrieval.time_expressions import MAX_TIME_TEXT
 
     filler = "x " * (MAX_TIME_TEXT // 2)  # exactly MAX_TIME_TEXT characters without a time word
     inside = filler[: MAX_TIME_TEXT - 20] + " yesterday " + filler
@@ -210,7 +210,7 @@ async def test_a_long_query_is_read_in_the_regex_lane_and_a_short_one_inline() -
     import threading
 
     from reme_service.concurrency import ThreadLane
-    from reme_service.ops.personal.time_expressions import INLINE_TIME_TEXT, off_loop_for
+    from reme_service.retrieval.time_expressions import INLINE_TIME_TEXT, off_loop_for
 
     def where(text: str, moment: datetime) -> tuple[str, list[tuple[str, str]]]:
         return threading.current_thread().name, _labels(text, moment)

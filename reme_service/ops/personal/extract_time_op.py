@@ -18,9 +18,9 @@ from reme_service.ops.personal.line_format import parse_time
 from reme_service.ops.personal.memories import language
 from reme_service.ops.personal.observation_base import resolve_time
 from reme_service.ops.personal.op import PersonalOp
-from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word, off_loop_for
-from reme_service.ops.personal.timespan import TimeSpan, format_moment
 from reme_service.providers.llm.structured import chat_parsed
+from reme_service.retrieval.time_expressions import find_time_spans, has_time_word, off_loop_for
+from reme_service.retrieval.timespan import TimeSpan, format_moment
 from reme_service.schema.messages import Message, Role
 
 

@@ -22,7 +22,7 @@ With the workspace's `lifecycle.decay_half_life_days` set, the fused score is al
 decay (`lifecycle.decay`: bounded below by `decay_floor`; off by default). Time-matched candidates from the wider
 search are checked for validity like the others.
 
-Then the fused scores are rescored as task retrieval rescores its hits (`ops/vector_store/rescore.py`, `pick`):
+Then the fused scores are rescored as task retrieval rescores its hits (`retrieval/rescore.py`, `pick`):
 `time_boost` for a memory mentioning time when the query asks *when*, and a two-stage day → memory ranking over
 `group_key` (`msg_date`, the day a memory was said: a conversation's session), each memory getting `group_weight`
 × its day's best fused score over the best day's, so the memories of the day the best match was said come first;
@@ -57,10 +57,10 @@ from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import decay
 from reme_service.ops.personal.memories import INSIGHT, event_filter, event_span, personal_filter, said_at
 from reme_service.ops.personal.retrieve_memory_op import PERSONAL_LEXICAL_WEIGHT, hits_to_memories
-from reme_service.ops.personal.time_expressions import asks_about_time
-from reme_service.ops.personal.timespan import WEEKDAYS_EN, TimeSpan
-from reme_service.ops.vector_store.periods import period_filter
-from reme_service.ops.vector_store.rescore import Rescoring, diversify, rescore
+from reme_service.retrieval.periods import period_filter
+from reme_service.retrieval.rescore import Rescoring, diversify, rescore
+from reme_service.retrieval.time_expressions import asks_about_time
+from reme_service.retrieval.timespan import WEEKDAYS_EN, TimeSpan
 from reme_service.schema.memory import BaseMemory, PersonalMemory
 from reme_service.schema.vector_node import SearchHit
 

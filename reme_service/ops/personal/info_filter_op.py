@@ -26,8 +26,8 @@ from reme_service.ops.personal.memories import Statement, batches, user_name
 from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import info_score
 from reme_service.ops.personal.timed_messages import PersonalMessage, PersonalTrajectory, personal_items
-from reme_service.ops.personal.timestamps import parse_timestamp
 from reme_service.providers.llm.structured import chat_parsed
+from reme_service.retrieval.timestamps import parse_timestamp
 from reme_service.schema.messages import Message, Role
 
 

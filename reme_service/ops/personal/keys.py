@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from reme_service.flow.context import Key
 from reme_service.ops.personal.lifecycle import Validity
 from reme_service.ops.personal.memories import Statement
-from reme_service.ops.personal.timespan import TimeSpan
+from reme_service.retrieval.timespan import TimeSpan
 from reme_service.schema.memory import PersonalMemory
 
 # summary_personal_memory

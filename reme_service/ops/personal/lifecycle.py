@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reme_service.config.models import LifecycleSettings
-from reme_service.ops.personal.timespan import TIME_FORMAT
+from reme_service.retrieval.timespan import TIME_FORMAT
 from reme_service.schema.memory import BaseMemory, PersonalMemory, now_str
 
 SECONDS_PER_DAY = 86_400.0

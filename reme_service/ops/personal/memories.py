@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.personal import fields
-from reme_service.ops.personal.timespan import TIME_FORMAT, TimeSpan
+from reme_service.retrieval.timespan import TIME_FORMAT, TimeSpan
 from reme_service.schema.memory import PersonalMemory, now_str
 
 T = TypeVar("T")

@@ -30,9 +30,9 @@ from reme_service.ops.personal.memories import (
 )
 from reme_service.ops.personal.op import PersonalOp
 from reme_service.ops.personal.rules import keywords, observation_text
-from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word
-from reme_service.ops.personal.timespan import TimeSpan, format_moment, parse_span_answer
 from reme_service.providers.llm.structured import chat_parsed
+from reme_service.retrieval.time_expressions import find_time_spans, has_time_word
+from reme_service.retrieval.timespan import TimeSpan, format_moment, parse_span_answer
 from reme_service.schema.memory import PersonalMemory
 from reme_service.schema.messages import Message, Role
 

@@ -19,8 +19,8 @@ from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.common.query_limit import limited_query
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.timed_messages import PersonalMessage, personal_items
-from reme_service.ops.personal.timespan import TIME_FORMAT
-from reme_service.ops.personal.timestamps import parse_timestamp
+from reme_service.retrieval.timespan import TIME_FORMAT
+from reme_service.retrieval.timestamps import parse_timestamp
 from reme_service.schema.messages import Role
 
 EMPTY_QUERY_WARNING = (

@@ -14,8 +14,8 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.personal import fields, keys
 from reme_service.ops.personal.lifecycle import Validity
-from reme_service.ops.personal.timespan import TIME_FORMAT
-from reme_service.ops.personal.timestamps import parse_timestamp
+from reme_service.retrieval.timespan import TIME_FORMAT
+from reme_service.retrieval.timestamps import parse_timestamp
 
 
 class SetValidityOp(ServiceOp[OpParams]):

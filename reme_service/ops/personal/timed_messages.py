@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
 from reme_service.errors import InvalidRequestError, describe_validation_errors
-from reme_service.ops.personal.timestamps import normalise_timestamp
+from reme_service.retrieval.timestamps import normalise_timestamp
 from reme_service.schema.messages import Message, Trajectory
 
 

@@ -7,7 +7,7 @@ from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.common.query_limit import limited_query
-from reme_service.ops.task.transcript import recent_lines, render_transcript
+from reme_service.ops.common.transcript import recent_lines, render_transcript
 from reme_service.schema.messages import Message, Role
 
 

@@ -13,7 +13,7 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
-from reme_service.ops.task.transcript import recent_lines
+from reme_service.ops.common.transcript import recent_lines
 from reme_service.providers.llm.json_extract import extract_json
 from reme_service.schema.memory import BaseMemory
 from reme_service.schema.messages import Message, Role

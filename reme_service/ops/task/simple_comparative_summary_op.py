@@ -15,10 +15,10 @@ from reme_service.concurrency import run_all
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.transcript import render_transcript
 from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.trajectories import request_trajectories, task_query
-from reme_service.ops.task.transcript import render_transcript
 from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
 

@@ -14,12 +14,12 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common import keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.common.transcript import render_transcript
 from reme_service.ops.task import fields, keys as task_keys
 from reme_service.ops.task.memory_items import ask_items, to_memory
 from reme_service.ops.task.memory_validation_op import publish
 from reme_service.ops.task.raw_experience import raw_experience
 from reme_service.ops.task.trajectories import request_trajectories, task_query, trajectory_info
-from reme_service.ops.task.transcript import render_transcript
 from reme_service.schema.memory import TaskMemory
 from reme_service.schema.messages import Trajectory
 

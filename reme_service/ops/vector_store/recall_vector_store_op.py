@@ -43,9 +43,9 @@ from reme_service.ops.common import fields, keys
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.common.search import ranked_search
-from reme_service.ops.personal.time_expressions import off_loop_for
-from reme_service.ops.vector_store.periods import Period, period_filter, query_periods, written_in
-from reme_service.ops.vector_store.rescore import TEXT_CACHE, Rescoring, diversify, rescore
+from reme_service.retrieval.periods import Period, period_filter, query_periods, written_in
+from reme_service.retrieval.rescore import TEXT_CACHE, Rescoring, diversify, rescore
+from reme_service.retrieval.time_expressions import off_loop_for
 from reme_service.schema.memory import BaseMemory, memory_from_node
 from reme_service.schema.vector_node import SearchHit
 

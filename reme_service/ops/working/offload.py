@@ -31,7 +31,7 @@ from reme_service.concurrency import run_all
 from reme_service.errors import ConfigError, InvalidRequestError
 from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
-from reme_service.ops.task.transcript import render_transcript
+from reme_service.ops.common.transcript import render_transcript
 from reme_service.ops.working import fields
 from reme_service.ops.working.compaction import CompactSettings, FileNamer, OffloadResult, compact_messages
 from reme_service.ops.working.compression import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from reme_service.ops.personal.timespan import MONTH_PATTERN, MONTH_WORDS, TIME_FORMAT, safe_date
+from reme_service.retrieval.timespan import MONTH_PATTERN, MONTH_WORDS, TIME_FORMAT, safe_date
 
 _ISO_RE = re.compile(
     r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})"

@@ -13,7 +13,7 @@ each candidate's score (scores are in [0, 1]; the default bonuses are a fifth to
 * `time_boost` — the query asks *when* (`time_expressions.asks_about_time`) and the candidate mentions time
   (`has_time_word`: "yesterday", "last week", a month, a date);
 * `period_boost` — the query names a period ("in May 2023", "on 3 June, 2023") and the memory was written within
-  it (its `time_created`): added by the op before the pool is cut (`ops/vector_store/periods.py`), so it counts in
+  it (its `time_created`): added by the op before the pool is cut (`retrieval/periods.py`), so it counts in
   the group scores too;
 * `group_weight` — two-stage group → item search: candidates that share a group (in the op `metadata[group_key]`,
   e.g. the session a turn belongs to) are scored as a group first, and each candidate gets `group_weight` × its
@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from reme_service.ops.personal.time_expressions import asks_about_time, has_time_word
+from reme_service.retrieval.time_expressions import asks_about_time, has_time_word
 from reme_service.stores.lexical import STOPWORDS
 
 _NAME_RE = re.compile(r"\b[A-Z][\w'-]*\w\b")

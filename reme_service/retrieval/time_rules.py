@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reme_service.ops.personal.timespan import (
+from reme_service.retrieval.timespan import (
     SEASONS,
     TimeSpan,
     day_span,

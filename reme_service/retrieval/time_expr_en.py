@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from reme_service.ops.personal.time_rules import (
+from reme_service.retrieval.time_rules import (
     SEASON_NAMES,
     Reference,
     Rule,
@@ -27,7 +27,7 @@ from reme_service.ops.personal.time_rules import (
     vague_units_ago,
     weekday_date,
 )
-from reme_service.ops.personal.timespan import (
+from reme_service.retrieval.timespan import (
     MONTH_PATTERN,
     MONTH_WORDS,
     WEEKDAY_PATTERN,

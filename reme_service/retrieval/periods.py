@@ -2,14 +2,14 @@
 
 "What did Mel and her kids paint in July 2023?" names a period; the turns said in July 2023 are where the answer is
 likelier to be, however little they resemble the question. `query_periods` reads the periods with the
-personal-memory time rules (`time_expressions.find_time_spans`, relative ones such as "last year" against the
+time rules (`time_expressions.find_time_spans`, relative ones such as "last year" against the
 request's moment) as `time_created` bounds, and `written_in` tells whether a memory's `time_created` (ReMe's
 `YYYY-MM-DD HH:MM:SS`, which orders as text) lies in one of them. `RecallVectorStoreOp` searches each period too
 (a store filter on `metadata.time_created`, the same text comparison) so that its memories join the candidates,
 and adds `period_boost` to the score of those written within it.
 
 On LoCoMo dev (each turn written at its session's date) 104 of the 760 questions name a period, mostly of the
-"multi-hop" category ("What did Gina find for her clothing store on 1 February, 2023?"); the bonus lifts session
+"single-hop" category ("What did Gina find for her clothing store on 1 February, 2023?"); the bonus lifts session
 recall@5 by about 0.02 under cross-validation (docs/retrieval_quality.md).
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from reme_service.ops.personal.time_expressions import find_time_spans, has_time_word
+from reme_service.retrieval.time_expressions import find_time_spans, has_time_word
 from reme_service.schema.memory import TIME_FORMAT
 
 MAX_PERIODS = 2  # periods searched per query ("between August 11 and August 15"); more are rare and cost a search

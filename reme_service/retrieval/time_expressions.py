@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import TypeVar
 
 from reme_service.concurrency import ThreadLane
-from reme_service.ops.personal import time_expr_en, time_expr_zh
-from reme_service.ops.personal.time_rules import Reference, find_spans
-from reme_service.ops.personal.timespan import TimeSpan
+from reme_service.retrieval import time_expr_en, time_expr_zh
+from reme_service.retrieval.time_rules import Reference, find_spans
+from reme_service.retrieval.timespan import TimeSpan
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from reme_service.ops.personal.time_rules import (
+from reme_service.retrieval.time_rules import (
     Reference,
     Rule,
     date_without_year,
@@ -22,7 +22,7 @@ from reme_service.ops.personal.time_rules import (
     week_weekday_date,
     weekday_date,
 )
-from reme_service.ops.personal.timespan import TimeSpan, day_span, month_span, safe_date, year_span
+from reme_service.retrieval.timespan import TimeSpan, day_span, month_span, safe_date, year_span
 
 _DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _NUM_CHARS = "[0-9零〇一二两三四五六七八九十]"
