@@ -23,6 +23,7 @@ from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
 from reme_service.stores.remote_filter import MAX_RECORD_LEAVES
 from reme_service.stores.spaces import EmbeddingSpaceConflictError, space_of
+from reme_service.testing.serve import serve_in_thread
 from tests.contract.store_contract import (
     CORPUS,
     DIM,
@@ -37,7 +38,6 @@ from tests.contract.store_contract import (
 from tests.contract.test_chroma_store import RemoteStoreChecks
 from tests.fakes.chroma_server import free_port
 from tests.fakes.es_server import FakeElasticsearch, serve_at
-from tests.fakes.serve import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 
 
 @asynccontextmanager

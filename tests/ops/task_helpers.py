@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from reme_service.app import ReMeApp
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 
 
 def item(when: str, experience: str, **extra: Any) -> dict[str, Any]:

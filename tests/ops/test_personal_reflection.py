@@ -12,7 +12,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops.personal_helpers import last_prompt, personal_app, stored
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops.personal_helpers import personal_app
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from reme_service.app import ReMeApp
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.openai_server import FakeOpenAI
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops.task_helpers import fenced, item, make_app, make_wire_app, prompts_of, stored, trajectory, verdict
 
 pytestmark = pytest.mark.anyio
@@ -18,12 +18,6 @@ pytestmark = pytest.mark.anyio
 # Sentences of the two comparison templates (both sent by ComparativeExtractionOp): asserted on, never routed by.
 SOFT = "ended with different scores"
 HARD = "closely related tasks"
-
-
-@pytest.fixture
-def fake(fake: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    """The reset fake server alone (tests/ops/conftest.py), for the test embedding through it."""
-    return fake[0]
 
 
 @pytest.fixture
@@ -79,13 +73,13 @@ async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeAp
     assert await stored(app) == []
 
 
-async def test_empty_validation_reply_rejects_instead_of_accepting(
-    fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
-) -> None:
+async def test_empty_validation_reply_rejects_instead_of_accepting(fake_openai: FakeOpenAI) -> None:
     """On the fake server: an empty reply is the OpenAI client's failure (`LLMError` from `RetryableReply`), and
     how it surfaces is the point. The replies are queued in the pipeline's order, not chosen by prompt."""
-    fake.script(fenced([item("when booking a flight", "compare fares first")]), "")  # extraction, then validation
-    async with make_wire_app(fake_server[1]) as app:
+    fake_openai.script(
+        fenced([item("when booking a flight", "compare fares first")]), ""
+    )  # extraction, then validation
+    async with make_wire_app(fake_openai.base_url) as app:
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("book a flight", 1.0)]
         )
@@ -93,7 +87,7 @@ async def test_empty_validation_reply_rejects_instead_of_accepting(
         assert result["metadata"]["memory_list"] == []
         (rejected,) = result["metadata"]["rejected_memories"]
         assert rejected["reason"].startswith("the validation reply was empty")  # ReMe read it as "valid, score 0.5"
-        extraction, validation = (body["messages"][-1]["content"] for body in fake.requests_to("chat"))
+        extraction, validation = (body["messages"][-1]["content"] for body in fake_openai.requests_to("chat"))
         assert "book a flight" in extraction and "compare fares first" in validation
         assert await stored(app) == []
 
@@ -174,10 +168,10 @@ async def test_malformed_segments_are_400(app: ReMeApp, llm: ScriptedLLM) -> Non
 
 
 async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_call(
-    llm: ScriptedLLM, fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
+    llm: ScriptedLLM, fake_openai: FakeOpenAI
 ) -> None:
     """The embeddings go through the fake server (to count the embedding calls); the LLM is scripted."""
-    async with make_app(llm, embed_url=fake_server[1]) as app:
+    async with make_app(llm, embed_url=fake_openai.base_url) as app:
         inserted = await app.async_execute(
             name="vector_store",
             workspace_id="ws",
@@ -197,7 +191,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
             ),
         )
         llm.on("MemoryValidationOp", verdict())
-        embeds_before = len(fake.requests_to("embeddings"))
+        embeds_before = len(fake_openai.requests_to("embeddings"))
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
         )
@@ -209,7 +203,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
         assert dupes["new advice"]["duplicate_of"] == existing_id
         assert dupes["same situation again"]["duplicate_of"] == kept[0]["memory_id"]
         assert all(d["similarity"] > 0.5 for d in dupes.values())
-        embed_calls = fake.requests_to("embeddings")[embeds_before:]
+        embed_calls = fake_openai.requests_to("embeddings")[embeds_before:]
         # one call embeds the 4 candidates for dedup; the store update reuses the vectors of the 2 kept ones
         assert [len(body["input"]) for body in embed_calls] == [4]
         assert len(await stored(app)) == 3
