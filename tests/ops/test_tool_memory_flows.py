@@ -134,6 +134,7 @@ async def test_workspaces_keep_separate_memories_for_the_same_tool(app: ReMeApp)
         assert [c["input"]["query"] for c in found["metadata"]["memory_list"][0]["tool_call_results"]] == [query]
 
 
+@pytest.mark.slow
 async def test_concurrent_appends_and_summaries_lose_no_call(tmp_path: Path) -> None:
     big = "flow.add_tool_call_result.flow_content=ParseToolCallResultOp(max_history_tool_call_cnt=1000)"
     async with ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", big, env={}) as app:

@@ -161,6 +161,7 @@ async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
     assert "the pattern took longer than 1 s" in error["message"] and "simplify it" in error["message"]
 
 
+@pytest.mark.slow
 async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_path: Path) -> None:
     """More bombs at once than the default executor has threads (min(32, cores + 4)): they run in the regex lane
     (two threads), so a request that needs an ordinary worker thread (read_working_memory) is answered while every
@@ -184,6 +185,7 @@ async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_p
     assert all(answer["metadata"]["error"]["code"] == "invalid_request" for answer in answers)
 
 
+@pytest.mark.slow
 async def test_a_pattern_whose_counted_repeats_multiply_is_refused_before_it_is_compiled(tmp_path: Path) -> None:
     """`(?:a{1000}){1000}b` stands for a million atoms: compiling it takes ~0.3 s and 300 MB, holding the GIL, and a
     few more braces take a server past any memory (compiling cannot be interrupted). It is a 400 naming the
