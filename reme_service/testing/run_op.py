@@ -10,9 +10,10 @@ async with op_services(tmp_path, llm=ScriptedLLM().on("RerankMemoryOp", "[1, 0]"
 
 The services are the configured ones of `key=value` overrides (as for the CLI) over the shipped defaults, with the
 memory store and the hash embedder unless the overrides say otherwise, and `llm` as the default LLM (none given:
-`NoLLM`). The op tree is checked as a flow's is (`flow/check.py`): a request field it reads must be a field of the
-request model (the named `flow`'s, when the config has it, else one made of the ops' own inputs), and a context key
-it reads must be written by an earlier op or given in `context`.
+the configured one, which is no LLM unless `env` names a provider, e.g. FLOW_LLM_BASE_URL). The op tree is checked as
+a flow's is (`flow/check.py`): a request field it reads must be a field of the request model (the named `flow`'s,
+when the config has it, else one made of the ops' own inputs), and a context key it reads must be written by an
+earlier op or given in `context`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError, create_model
 
@@ -35,9 +36,8 @@ from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
-from reme_service.providers.factory import create_embedder
+from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.providers.llm.base import LLMClient
-from reme_service.providers.llm.none import NoLLM
 from reme_service.schema.requests import FlowRequest, build_request_model
 from reme_service.services import Services
 from reme_service.stores.factory import create_store
@@ -56,7 +56,8 @@ async def op_services(
     environ = dict(env or {})
     config = load_config([f"data_dir={data_dir}", *DEFAULTS, *overrides], environ=environ)
     services = Services(config=config, file_roots=FileRoots.defaults(Path(config.data_dir)))
-    services.llms["default"] = llm if llm is not None else NoLLM()
+    for name, model in config.llm.items():
+        services.llms[name] = llm if llm is not None and name == "default" else create_llm(name, model, environ)
     for name, embedding in config.embedding_model.items():
         services.embedders[name] = create_embedder(name, embedding, environ)
     for name, store in config.vector_store.items():
@@ -159,3 +160,20 @@ async def run_flow(services: Services, flow: str, **request: Any) -> dict[str, A
     except ReMeError as error:
         return error_envelope(error, "test")
     return done.response.model_dump(mode="json")
+
+
+class FlowCaller(Protocol):
+    """What calls flows by name: `ReMeApp`, and `Flows` (the flows alone, on `op_services`)."""
+
+    async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Flows:
+    """The configured flows on `services`, called as on the app (`await flows.async_execute(name=..., ...)`), for
+    tests written against `ReMeApp` that need none of its front-end parts (jobs, audit, events, keys, history)."""
+
+    services: Services
+
+    async def async_execute(self, name: str, **fields: Any) -> dict[str, Any]:
+        return await run_flow(self.services, name, **fields)
