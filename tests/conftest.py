@@ -1,4 +1,5 @@
-"""Shared fixtures: the anyio backend, paths to the shared data beside the project."""
+"""Shared fixtures: the anyio backend, paths to the shared data beside the project, and the test kit's plugin
+(`fake_openai`: the fake OpenAI server on loopback, reset around each test)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["reme_service.testing.pytest_plugin"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

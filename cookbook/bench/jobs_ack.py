@@ -27,12 +27,13 @@ from typing import Any
 
 import httpx
 import uvicorn
-from proc_info import free_port, rss_mib
+from proc_info import rss_mib
 
 from reme_service.app import ReMeApp
 from reme_service.providers.llm.base import LLMClient
 from reme_service.schema.messages import Message, Role
 from reme_service.server.http import create_http_app
+from reme_service.testing.ports import free_port
 
 
 class SlowLLM(LLMClient):

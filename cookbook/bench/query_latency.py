@@ -29,7 +29,9 @@ from typing import Any
 import httpx
 import orjson
 from locomo_recall import DEFAULT_DATA, memory_of, turns_of
-from retrieval_speed import api_key_headers, percentile, running_server
+from retrieval_speed import api_key_headers, running_server
+
+from reme_service.testing.percentiles import percentile
 
 TOP_K = 5
 

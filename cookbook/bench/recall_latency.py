@@ -33,16 +33,12 @@ from locomo_recall import CATEGORIES, DEFAULT_DATA, FLOW, evidence_of, store_con
 
 from reme_service.app import ReMeApp
 from reme_service.config.loader import FLOWS_DIR
+from reme_service.testing.percentiles import percentile
 
 FLOWS = {
     "plain": "RecallVectorStoreOp(speaker_boost=0, time_boost=0, period_boost=0, group_weight=0, list_diversity=None)",
     "rescored": "RecallVectorStoreOp()",
 }
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(len(ordered) * share), len(ordered) - 1)]
 
 
 async def measure(
@@ -100,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in times.items():
         print(
             f"{name:<9} n={len(values)}  p50 {statistics.median(values):.3f} ms  "
-            f"p95 {percentile(values, 0.95):.3f} ms  mean {statistics.fmean(values):.3f} ms"
+            f"p95 {percentile(values, 95):.3f} ms  mean {statistics.fmean(values):.3f} ms"
         )
     delta = statistics.median(times["rescored"]) - statistics.median(times["plain"])
     print(f"rescoring adds {delta:+.3f} ms at p50 (hash embedder, in-process)")

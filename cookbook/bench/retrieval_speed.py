@@ -32,7 +32,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,9 @@ from typing import Any
 
 import httpx
 import orjson
+
+from reme_service.testing.percentiles import percentile
+from reme_service.testing.ports import free_port
 
 DIM = 384  # the hash embedder's default dimensions
 TOP_K = 3
@@ -169,12 +171,6 @@ def api_key_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Server:
     """`python -m reme_service ...` in `workdir` on a free loopback port; its output goes to `workdir/server.log`."""
 
@@ -289,16 +285,6 @@ class SizeResult:
     server_cpu: float = 0.0  # CPU-seconds per wall second during the throughput run (1.0 = one core)
     client_cpu: float = 0.0
     failures: list[str] = field(default_factory=list)
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100) of already sorted samples."""
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def check_response(response: httpx.Response) -> str | None:

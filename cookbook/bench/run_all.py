@@ -61,7 +61,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -303,14 +303,15 @@ def _lean_cell(
 
 @contextlib.contextmanager
 def _captured_samples() -> Iterator[list[Sequence[float]]]:
-    """retrieval_speed's throughput run reports p50 and p99 only; this records the sorted samples it passes to
+    """retrieval_speed's throughput run reports p50 and p99 only; this records the samples it passes to
     `percentile`, so p95 comes from the same run."""
     seen: list[Sequence[float]] = []
     original = rs.percentile
 
-    def spy(ordered: Sequence[float], q: float) -> float:
-        seen.append(ordered)
-        return original(ordered, q)
+    def spy(samples: Iterable[float], q: float) -> float:
+        values = list(samples)
+        seen.append(values)
+        return original(values, q)
 
     rs.percentile = spy
     try:

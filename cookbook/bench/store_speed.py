@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from reme_service.stores.base import VectorStore
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import LocalStoreParams
+from reme_service.testing.percentiles import percentile
 
 WS = "bench"
 KINDS = ("task", "personal", "tool", "summary")
@@ -51,9 +51,7 @@ def make_nodes(count: int, dim: int, seed: int) -> list[VectorNode]:
 
 
 def percentiles(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p50 = statistics.median(ordered) * 1e3
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1e3
+    p50, p95 = percentile(samples, 50) * 1e3, percentile(samples, 95) * 1e3
     return f"p50 {p50:7.3f} ms   p95 {p95:7.3f} ms"
 
 

@@ -1,9 +1,9 @@
 """Summary overhead: the service's own cost per summarised trajectory, with a zero-latency LLM.
 
 `summary_task_memory` (and `summary_task_memory_simple`) run through `ReMeApp.async_execute` — request
-validation, the op tree, prompt rendering, reply parsing, dedup, the store write — with an in-process LLM that
-answers every prompt instantly from canned, contract-following replies. So the time measured is the
-framework's alone (the hash embedder's few microseconds included). The LLM and the embedder count their
+validation, the op tree, prompt rendering, reply parsing, dedup, the store write — with an in-process LLM
+(`ScriptedLLM`) that answers each op instantly with a contract-following reply scripted for that op. So the time
+measured is the framework's alone (the hash embedder's few microseconds included). The LLM and the embedder count their
 calls, which gives LLM calls and embedding calls (and embedded texts) per trajectory.
 
     python cookbook/bench/summary_overhead.py
@@ -35,8 +35,7 @@ from numpy.typing import NDArray
 
 from reme_service.app import ReMeApp
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.providers.llm.base import LLMClient
-from reme_service.schema.messages import Message, Role
+from reme_service.testing.scripted_llm import ScriptedLLM
 
 VOCABULARY = (
     "invoice flight hotel profile password calendar report refund spreadsheet email contact playlist budget "
@@ -46,18 +45,14 @@ VOCABULARY = (
 WORDS = VOCABULARY.split(" ")
 
 
-class InstantLLM(LLMClient):
-    """Answers every task-memory prompt at once with a reply that follows its contract; counts its calls."""
-
-    backend = "instant"
-    model_name = "instant"
+class Experiences:
+    """Extraction replies that follow the ops' contract: `count` distinct memories (dedup keeps them all)."""
 
     def __init__(self) -> None:
-        self.calls = 0
         self._counter = 0
         self._rng = random.Random(1)
 
-    def _items(self, count: int, body: str = "experience") -> str:
+    def reply(self, count: int, body: str = "experience") -> str:
         items = []
         for _ in range(count):
             self._counter += 1
@@ -74,18 +69,20 @@ class InstantLLM(LLMClient):
             )
         return f"```json\n{json.dumps(items)}\n```"
 
-    async def chat(self, messages: Sequence[Message], *, tools: Any = None, **settings: Any) -> Message:
-        self.calls += 1
-        prompt = messages[-1].text
-        if "You review experiences" in prompt:
-            text = '```json\n{"is_valid": true, "score": 0.8, "feedback": "ok", "recommendations": ""}\n```'
-        elif "ended with different scores" in prompt:
-            text = self._items(1)
-        elif "Reflect on it" in prompt:
-            text = self._items(2, body="memory")
-        else:
-            text = self._items(2)
-        return Message(role=Role.ASSISTANT, content=text)
+
+def instant_llm() -> ScriptedLLM:
+    """Answers each task-memory op at once, scripted by the op that asks (not by the prompt's wording); an op
+    without a script fails the run, naming itself. `len(llm.calls)` counts the calls."""
+    made = Experiences()
+    verdict = '```json\n{"is_valid": true, "score": 0.8, "feedback": "ok", "recommendations": ""}\n```'
+    return (
+        ScriptedLLM()
+        .on("SuccessExtractionOp", lambda _: made.reply(2))
+        .on("FailureExtractionOp", lambda _: made.reply(2))
+        .on("ComparativeExtractionOp", lambda _: made.reply(1))
+        .on("SimpleSummaryOp", lambda _: made.reply(2, body="memory"))
+        .on("MemoryValidationOp", verdict)
+    )
 
 
 class CountingEmbedder(EmbeddingClient):
@@ -141,7 +138,7 @@ async def run(flow: str, batch: int, requests: int, store: str, with_llm: bool, 
         async with app:
             services = app.services
             assert services is not None
-            llm = InstantLLM()
+            llm = instant_llm()
             if with_llm:
                 services.llms["default"] = llm
             embedder = CountingEmbedder(services.embedders["default"])
@@ -160,7 +157,8 @@ async def run(flow: str, batch: int, requests: int, store: str, with_llm: bool, 
             for _ in range(3):  # warm-up: imports, prompt files, first workspace
                 result = await app.async_execute(name=flow, workspace_id="bench", trajectories=batch_of())
                 assert result["success"], result
-            llm.calls = embedder.calls = embedder.texts = 0
+            llm.calls.clear()
+            embedder.calls = embedder.texts = 0
             stored = 0
             times = []
             for _ in range(requests):
@@ -173,7 +171,7 @@ async def run(flow: str, batch: int, requests: int, store: str, with_llm: bool, 
     n = batch * requests
     return {
         "ms_per_traj": statistics.median(times) * 1e3 / batch,
-        "llm_calls": llm.calls / n,
+        "llm_calls": len(llm.calls) / n,
         "embed_calls": embedder.calls / n,
         "embed_texts": embedder.texts / n,
         "stored": stored / n,

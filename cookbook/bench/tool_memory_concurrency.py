@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,14 +26,11 @@ from pathlib import Path
 
 import httpx
 
+from reme_service.testing.percentiles import percentile
+from reme_service.testing.ports import free_port
+
 TOOL = "bench_tool"
 WORKSPACE = "concurrency_bench"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_service(data_dir: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
@@ -125,11 +121,6 @@ async def one(port: int, i: int, start: asyncio.Event) -> tuple[int, float]:
     return (200 if ok else status), elapsed
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 async def run(args: argparse.Namespace, port: int, process: subprocess.Popen[bytes]) -> int:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
         await wait_healthy(client, process)
@@ -156,7 +147,7 @@ async def run(args: argparse.Namespace, port: int, process: subprocess.Popen[byt
     print(f"time per call       {wall / args.requests * 1e3:8.3f} ms  (wall time / calls)")
     print(
         f"request latency     p50 {statistics.median(latencies) * 1e3:8.1f} ms   "
-        f"p95 {percentile(latencies, 0.95) * 1e3:8.1f} ms   max {max(latencies) * 1e3:8.1f} ms"
+        f"p95 {percentile(latencies, 95) * 1e3:8.1f} ms   max {max(latencies) * 1e3:8.1f} ms"
     )
     if server_cpu is not None and server_end is not None:
         print(f"server CPU per call {(server_end - server_cpu) / args.requests * 1e3:8.3f} ms")

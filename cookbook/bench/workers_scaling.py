@@ -40,7 +40,8 @@ import http_load
 import httpx
 import retrieval_speed
 from pgvector_store import postgres
-from proc_info import free_port
+
+from reme_service.testing.ports import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ sys.path.insert(0, str(REPO))
 from reme_service.app import ReMeApp  # noqa: E402
 from reme_service.ops.working.message_io import parse_messages  # noqa: E402
 from reme_service.ops.working.token_count import HeuristicTokenCounter  # noqa: E402
+from reme_service.testing.ports import free_port  # noqa: E402
 
 FLOW = "summary_working_memory"
 FOR_AS = "summary_working_memory_for_as"  # the same work without writing the files
@@ -148,12 +148,6 @@ async def in_process(messages: list[dict[str, Any]], modes: list[str], runs: int
 
 
 # ----------------------------------------------------------------------------------------------------- HTTP
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def proc_status(pid: int, key: str) -> int:

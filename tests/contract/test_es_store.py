@@ -34,10 +34,10 @@ from reme_service.testing.contract.support import (
     make_node,
     unit_vector,
 )
+from reme_service.testing.serve import serve_in_thread
 from tests.contract.test_chroma_store import RemoteStoreChecks
 from tests.fakes.chroma_server import free_port
 from tests.fakes.es_server import FakeElasticsearch, serve_at
-from tests.fakes.serve import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 

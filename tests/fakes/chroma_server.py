@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reme_service.testing.ports import free_port
+
 
 @dataclass(frozen=True)
 class ChromaServer:
@@ -31,13 +32,6 @@ class ChromaServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def chroma_executable() -> str:

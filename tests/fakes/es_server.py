@@ -597,7 +597,7 @@ def _check_version(index: Index, doc_id: str, meta: dict[str, Any]) -> None:
 @contextmanager
 def serve_at(app: Any, port: int, *, timeout: float = 10.0) -> Iterator[str]:
     """Serve `app` on a given loopback port (for a server that comes up after its client started), like
-    `tests.fakes.serve.serve_in_thread` otherwise."""
+    `reme_service.testing.serve.serve_in_thread` otherwise."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, name=f"serve-at-{port}", daemon=True)
     thread.start()

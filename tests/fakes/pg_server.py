@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.fakes.chroma_server import free_port
+from reme_service.testing.ports import free_port
 
 ENV_DSN = "REME_TEST_PG_DSN"
 

@@ -11,7 +11,6 @@ time, the error carries the tail of its stderr. `service_process(...)` is the sa
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,11 +21,7 @@ from pathlib import Path
 
 import httpx
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from reme_service.testing.ports import free_port
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Helpers of the personal-memory op tests: the app they run on, the store's content, the prompts the LLM got."""
+"""Helpers of the personal-memory op tests: the app or the flows they run on, what the store holds, the prompts
+the LLM got."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.run_op import FlowCaller, Flows, op_services
+from reme_service.testing.scripted_llm import ScriptedLLM
 
 
 @asynccontextmanager
@@ -26,7 +28,15 @@ async def personal_app(tmp_path: Path, *overrides: str, llm: ScriptedLLM | None 
         yield app
 
 
-async def stored(app: ReMeApp, workspace: str) -> list[dict[str, Any]]:
+@asynccontextmanager
+async def personal_ops(tmp_path: Path, *overrides: str, llm: ScriptedLLM | None = None) -> AsyncIterator[Flows]:
+    """The flows alone (`reme_service.testing.run_op`), on the services `personal_app` would have: for the tests
+    that need no part of the app (history, events, jobs)."""
+    async with op_services(tmp_path, *overrides, llm=llm) as services:
+        yield Flows(services)
+
+
+async def stored(app: FlowCaller, workspace: str) -> list[dict[str, Any]]:
     """Every memory of `workspace`."""
     result = await app.async_execute(name="vector_store", workspace_id=workspace, action="list")
     return result["metadata"]["action_result"]

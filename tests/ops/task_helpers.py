@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from reme_service.app import ReMeApp
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.run_op import FlowCaller, Flows, op_services
+from reme_service.testing.scripted_llm import ScriptedLLM
 
 
 def item(when: str, experience: str, **extra: Any) -> dict[str, Any]:
@@ -36,9 +40,11 @@ def trajectory(task: str, score: float, steps: int = 2, task_id: str = "t") -> d
     return {"task_id": task_id, "messages": messages, "score": score, "metadata": {"query": task}}
 
 
-def make_app(llm: ScriptedLLM, *overrides: str, embed_url: str | None = None) -> ReMeApp:
-    """The app with `llm` as its default LLM; embeddings by the hash embedder, or by the fake server at `embed_url`."""
-    args = ["vector_store.default.backend=memory", *overrides]
+@asynccontextmanager
+async def make_app(llm: ScriptedLLM, *overrides: str, embed_url: str | None = None) -> AsyncIterator[Flows]:
+    """The flows with `llm` as their default LLM, on the memory store (`reme_service.testing.run_op`, no app);
+    embeddings by the hash embedder, or by the fake server at `embed_url`."""
+    args = list(overrides)
     if embed_url is not None:
         args += [
             "embedding_model.default.backend=openai_compatible",
@@ -46,18 +52,20 @@ def make_app(llm: ScriptedLLM, *overrides: str, embed_url: str | None = None) ->
             "embedding_model.default.params.dimensions=64",
             "embedding_model.default.params.max_batch_size=64",
         ]
-    else:
-        args.append("embedding_model.default.backend=hash")
-    return ReMeApp(*args, env={}, llm_clients={"default": llm})
+    with tempfile.TemporaryDirectory() as data_dir:
+        async with op_services(Path(data_dir), *args, llm=llm) as services:
+            yield Flows(services)
 
 
-def make_wire_app(url: str) -> ReMeApp:
-    """The app with its LLM on the fake OpenAI server at `url` (no client retries): for what the transport does."""
-    args = ["vector_store.default.backend=memory", "embedding_model.default.backend=hash", "llm.default.max_retries=0"]
-    return ReMeApp(*args, env={"FLOW_LLM_BASE_URL": url})
+@asynccontextmanager
+async def make_wire_app(url: str) -> AsyncIterator[Flows]:
+    """The flows with their LLM on the fake OpenAI server at `url` (no client retries): for what the transport does."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        async with op_services(Path(data_dir), "llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as services:
+            yield Flows(services)
 
 
-async def stored(app: ReMeApp, workspace: str = "ws") -> list[dict[str, Any]]:
+async def stored(app: FlowCaller, workspace: str = "ws") -> list[dict[str, Any]]:
     result = await app.async_execute(name="vector_store", workspace_id=workspace, action="list")
     return result["metadata"]["action_result"]
 

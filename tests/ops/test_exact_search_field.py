@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
+from reme_service.services import Services
 from reme_service.stores.inproc.memory import MemoryVectorStore
+from reme_service.testing.run_op import op_services, run_flow
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,7 @@ POOR_INDEX = ("min_rows=1", "connectivity=2", "expansion_add=2", "expansion_sear
 
 
 @pytest.fixture
-async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
+async def services(tmp_path: Path) -> AsyncIterator[Services]:
     overlay = tmp_path / "custom.yaml"
     overlay.write_text(  # a user's flow written before `exact` existed: it does not declare it
         "flow:\n  my_search:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(hybrid=False)\n"
@@ -34,17 +35,12 @@ async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
         "      exact: {type: boolean, default: false}\n"
     )
     options = [f"vector_store.default.params.ann.{option}" for option in POOR_INDEX]
-    async with ReMeApp(
-        f"config={overlay}", f"data_dir={tmp_path}", "vector_store.default.backend=memory",
-        "embedding_model.default.backend=hash", *options, env={},
-    ) as application:  # fmt: skip
+    async with op_services(tmp_path, f"config={overlay}", *options) as started:
         rng = random.Random(3)
         memories = [{"when_to_use": " ".join(rng.choices(WORDS, k=6)), "content": f"memory {i}"} for i in range(1500)]
-        result = await application.async_execute(
-            name="vector_store", workspace_id=WS, action="insert", memory_dicts=memories
-        )
+        result = await run_flow(started, "vector_store", workspace_id=WS, action="insert", memory_dicts=memories)
         assert result["success"] is True, result
-        yield application
+        yield started
 
 
 def memory_ids(result: dict[str, object]) -> list[str]:
@@ -54,11 +50,10 @@ def memory_ids(result: dict[str, object]) -> list[str]:
     return [memory["memory_id"] for memory in metadata["memory_list"]]
 
 
-async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) -> None:
-    assert app.services is not None
-    store = app.services.store("default").inner
+async def test_exact_ranks_every_memory_of_an_indexed_workspace(services: Services) -> None:
+    store = services.store("default").inner
     assert isinstance(store, MemoryVectorStore) and store._spaces[WS].ann is not None
-    embedder = app.services.store_embedder("default")
+    embedder = services.store_embedder("default")
     rng = random.Random(9)
     differed = 0
     for _ in range(20):
@@ -66,14 +61,14 @@ async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) ->
         vector = (await embedder.embed([query]))[0]
         truth = [h.node.unique_id for h in await store.search_vector(WS, vector, top_k=5, exact=True)]
         request = {"workspace_id": WS, "query": query, "top_k": 5}
-        default = memory_ids(await app.async_execute(name="my_search", **request))  # through the index
+        default = memory_ids(await run_flow(services, "my_search", **request))  # through the index
         differed += default != truth
         truth_scores = [h.score for h in await store.search_vector(WS, vector, top_k=5, exact=True)]
-        exact_flow = await app.async_execute(name="my_exact_search", **request, exact=True)
+        exact_flow = await run_flow(services, "my_exact_search", **request, exact=True)
         assert [m["relevance"] for m in exact_flow["metadata"]["memory_list"]] == pytest.approx(truth_scores, abs=1e-6)
         for flow in ("retrieve_task_memory", "retrieve_task_memory_simple"):
-            assert await app.async_execute(name=flow, **request, exact=True)
-        result = await app.async_execute(name="retrieve_task_memory", **request, exact=True)
+            assert await run_flow(services, flow, **request, exact=True)
+        result = await run_flow(services, "retrieve_task_memory", **request, exact=True)
         found = [memory["relevance"] for memory in result["metadata"]["memory_list"]]
         fast = [h.node.unique_id for h in await store.search_hybrid(WS, query, top_k=10)]
         exact_hits = await store.search_hybrid(WS, query, top_k=10, exact=True, lexical_weight=LEXICAL_WEIGHT)
@@ -83,10 +78,10 @@ async def test_exact_ranks_every_memory_of_an_indexed_workspace(app: ReMeApp) ->
         assert found == pytest.approx([h.score for h in exact_hits[:5]], abs=1e-6)
         differed += fast != slow
     assert differed, "the poor index always answered as exact search does: this test shows nothing"
-    personal = await app.async_execute(name="retrieve_personal_memory", workspace_id=WS, query="w1 w2", exact=True)
+    personal = await run_flow(services, "retrieve_personal_memory", workspace_id=WS, query="w1 w2", exact=True)
     assert personal["success"] is True, personal
 
 
-async def test_exact_must_be_a_boolean(app: ReMeApp) -> None:
-    result = await app.async_execute(name="retrieve_task_memory", workspace_id=WS, query="w1", exact="sometimes")
+async def test_exact_must_be_a_boolean(services: Services) -> None:
+    result = await run_flow(services, "retrieve_task_memory", workspace_id=WS, query="w1", exact="sometimes")
     assert result["success"] is False

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.ops.vector_store import library_io
+from reme_service.testing.run_op import op_services, run_flow
 
 pytestmark = pytest.mark.anyio
 
@@ -41,14 +41,8 @@ async def test_a_library_load_logs_progress_and_its_total(
     library.parent.mkdir()
     write_library(library, "lib")
     caplog.set_level(logging.INFO, logger="reme_service.library")
-    app = ReMeApp(
-        f"data_dir={tmp_path}",
-        "embedding_model.default.backend=hash",
-        "vector_store.default.backend=memory",
-        env={},
-    )
-    async with app:
-        result = await app.async_execute(name="vector_store", workspace_id="lib", action="load", path=str(library))
+    async with op_services(tmp_path) as services:
+        result = await run_flow(services, "vector_store", workspace_id="lib", action="load", path=str(library))
     assert result["metadata"]["action_result"] == {"size": SIZE}, result
     lines = [r.getMessage() for r in caplog.records if r.name == "reme_service.library"]
     progress = [line for line in lines if line.startswith("reading libraries/lib.jsonl: ")]  # as answers name it

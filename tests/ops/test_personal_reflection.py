@@ -1,5 +1,5 @@
-"""reflect_personal_memory through ReMeApp: when a reflection is due, insights per subject, contradictions between
-insights, observations marked as consumed, and the LLM path's failures."""
+"""reflect_personal_memory on the op harness (no app): when a reflection is due, insights per subject,
+contradictions between insights, observations marked as consumed, and the LLM path's failures."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
-from tests.ops.personal_helpers import last_prompt, personal_app, stored
+from reme_service.testing.run_op import FlowCaller
+from reme_service.testing.scripted_llm import ScriptedLLM
+from tests.ops.personal_helpers import last_prompt, personal_ops, stored
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ def observation(text: str, time: str, user: str = "Alice") -> dict[str, Any]:
     }
 
 
-async def insert(app: ReMeApp, memories: list[dict[str, Any]]) -> None:
+async def insert(app: FlowCaller, memories: list[dict[str, Any]]) -> None:
     result = await app.async_execute(name="vector_store", workspace_id=WS, action="insert", memory_dicts=memories)
     assert result["success"], result
 
@@ -54,14 +54,14 @@ def kinds(memories: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [m for m in memories if m["metadata"].get("memory_type") == kind]
 
 
-async def reflect(app: ReMeApp, user_name: str = "Alice") -> dict[str, Any]:
+async def reflect(app: FlowCaller, user_name: str = "Alice") -> dict[str, Any]:
     result = await app.async_execute(name="reflect_personal_memory", workspace_id=WS, user_name=user_name)
     assert result["success"], result
     return result
 
 
 async def test_reflection_without_an_llm_builds_insights_from_recurring_subjects(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await insert(
             app, [observation(t, d) for t, d in SAID] + [observation("I own a cat.", "2023-05-01 00:00:00", "Bob")]
         )
@@ -93,7 +93,7 @@ async def test_reflection_without_an_llm_builds_insights_from_recurring_subjects
 
 
 async def test_below_the_threshold_nothing_is_written(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await insert(app, [observation(t, d) for t, d in SAID[:4]])
         result = await reflect(app)
         assert result["answer"] == "not enough new observations to reflect on (4 < 10)"
@@ -102,7 +102,7 @@ async def test_below_the_threshold_nothing_is_written(tmp_path: Path) -> None:
 
 
 async def test_reflection_moves_through_the_history_oldest_first(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await insert(
             app, [observation(f"I visited museum number {i}.", f"2023-01-01 10:{i:02d}:00") for i in range(60)]
         )
@@ -116,7 +116,7 @@ async def test_reflection_moves_through_the_history_oldest_first(tmp_path: Path)
 
 
 async def test_a_later_reflection_updates_an_existing_insight(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await insert(app, [observation(t, d) for t, d in SAID])
         await reflect(app)
         later = [observation(f"My dog learned trick number {i}.", f"2023-06-{i + 1:02d} 10:00:00") for i in range(10)]
@@ -155,7 +155,7 @@ async def test_llm_reflection_with_contradicting_and_contained_insights(tmp_path
     ]
     for memory in old:
         memory["metadata"] = {"memory_type": "insight", "insight_type": "insight"}
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         await insert(app, [observation(t, d) for t, d in SAID] + old)
         ids = {m["reflection_subject"]: m["memory_id"] for m in kinds(await stored(app, WS), "insight")}
         result = await reflect(app)
@@ -177,7 +177,7 @@ async def test_llm_failure_during_reflection_is_502_and_changes_nothing(tmp_path
     llm = ScriptedLLM()
     llm.on("GetReflectionSubjectOp", "Subject: hiking")
     llm.on("UpdateInsightOp", "I think Alice likes hiking a lot.")
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         await insert(app, [observation(t, d) for t, d in SAID])
         result = await app.async_execute(name="reflect_personal_memory", workspace_id=WS, user_name="Alice")
         assert result["success"] is False

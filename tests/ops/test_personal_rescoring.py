@@ -12,7 +12,7 @@ import yaml
 from reme_service.config.loader import FLOWS_DIR
 from reme_service.ops.personal.fuse_rerank_op import FuseRerankParams, pick
 from reme_service.schema.memory import PersonalMemory
-from tests.ops.personal_helpers import personal_app
+from tests.ops.personal_helpers import personal_ops
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_a_period_named_is_searched_however_many_memories_resemble_the_que
     flow["flow_content"] = flow["flow_content"].replace("FuseRerankOp()", "FuseRerankOp(period_search=True)")
     overlay = tmp_path / "period.yaml"
     overlay.write_text(yaml.safe_dump({"flow": {"retrieve_personal_memory": flow}}), encoding="utf-8")
-    async with personal_app(tmp_path, f"config={overlay}") as app:
+    async with personal_ops(tmp_path, f"config={overlay}") as app:
         days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d} 10:00:00" for i in range(80)]
         await insert(app, [stored(f"I cooked pasta with friends for dinner, number {i}.", day)
                            for i, day in enumerate(days)])  # fmt: skip

@@ -1,4 +1,5 @@
-"""retrieve_personal_memory through ReMeApp: time fusion, type ratios, the answer's times, users, the LLM steps."""
+"""retrieve_personal_memory on the op harness (no app): time fusion, type ratios, the answer's times, users, the
+LLM steps."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
-from tests.ops.personal_helpers import personal_app
+from reme_service.testing.run_op import FlowCaller
+from reme_service.testing.scripted_llm import ScriptedLLM
+from tests.ops.personal_helpers import personal_ops
 
 pytestmark = pytest.mark.anyio
 
 WS = "ws"
 
 
-async def remember(app: ReMeApp, *said: tuple[str, str], user_name: str = "Alice") -> None:
+async def remember(app: FlowCaller, *said: tuple[str, str], user_name: str = "Alice") -> None:
     """Summarise (no LLM) each (text, time) as a user message of `user_name`."""
     messages = [{"role": "user", "content": text, "time_created": time} for text, time in said]
     result = await app.async_execute(
@@ -27,7 +28,7 @@ async def remember(app: ReMeApp, *said: tuple[str, str], user_name: str = "Alice
     assert result["success"], result
 
 
-async def insert(app: ReMeApp, text: str, time: str, **inner: Any) -> None:
+async def insert(app: FlowCaller, text: str, time: str, **inner: Any) -> None:
     """Store an observation directly (for tests whose app has an LLM, so summaries would use it)."""
     memory = {
         "memory_type": "personal",
@@ -41,7 +42,7 @@ async def insert(app: ReMeApp, text: str, time: str, **inner: Any) -> None:
     assert result["success"], result
 
 
-async def retrieve(app: ReMeApp, **fields: Any) -> dict[str, Any]:
+async def retrieve(app: FlowCaller, **fields: Any) -> dict[str, Any]:
     result = await app.async_execute(name="retrieve_personal_memory", workspace_id=WS, **fields)
     assert result["success"], result
     return result
@@ -54,7 +55,7 @@ HIKES = (
 
 
 async def test_the_period_asked_about_boosts_memories_of_that_time(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, *HIKES)
         last_week = await retrieve(app, query="Where did I go hiking last week?", query_time="2023-05-10", top_k=2)
         assert last_week["metadata"]["time_extraction"] == {
@@ -76,7 +77,7 @@ async def test_the_period_asked_about_boosts_memories_of_that_time(tmp_path: Pat
 
 
 async def test_a_memory_said_within_the_period_matches_by_message_time(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, ("I adopted a cat named Tilly.", "2023-03-15 10:00:00"))
         await remember(app, ("I adopted a dog named Rex.", "2022-06-01 10:00:00"))
         result = await retrieve(app, query="Which pet did I adopt in March 2023?", query_time="2023-06-01", top_k=2)
@@ -94,7 +95,7 @@ async def test_time_candidates_beyond_the_semantic_recall_are_found(tmp_path: Pa
         "    input_schema: {query: {type: string}, query_time: {type: any, items: Timestamp}, top_k: {type: integer},"
         " user_name: {type: string}, language: {type: string, enum: ['', en, zh]}}\n"
     )
-    async with personal_app(tmp_path, f"config={overlay}") as app:
+    async with personal_ops(tmp_path, f"config={overlay}") as app:
         await remember(app, ("I love hiking, hiking and more hiking at Mount Rainier.", "2023-05-01 10:00:00"))
         await remember(app, ("We went hiking through the rain.", "2022-01-10 10:00:00"))
         query = {"query": "hiking in January 2022", "query_time": "2023-06-01", "top_k": 1}
@@ -106,7 +107,7 @@ async def test_time_candidates_beyond_the_semantic_recall_are_found(tmp_path: Pa
 
 
 async def test_insights_outrank_observations_and_unknown_kinds_weigh_one(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         insert = await app.async_execute(
             name="vector_store",
             workspace_id=WS,
@@ -133,7 +134,7 @@ async def test_insights_outrank_observations_and_unknown_kinds_weigh_one(tmp_pat
 
 
 async def test_the_answer_carries_the_times(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, HIKES[1])
         result = await retrieve(app, query="Where did I go hiking?", top_k=1)
         assert result["answer"] == (
@@ -142,7 +143,7 @@ async def test_the_answer_carries_the_times(tmp_path: Path) -> None:
 
 
 async def test_when_questions_favour_memories_that_record_a_time(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, ("I love the pottery class.", "2023-07-01 10:00:00"))
         await remember(app, ("I signed up for the pottery class yesterday.", "2023-07-03 10:00:00"))
         result = await retrieve(app, query="When did I sign up for the pottery class?", top_k=2)
@@ -152,7 +153,7 @@ async def test_when_questions_favour_memories_that_record_a_time(tmp_path: Path)
 
 
 async def test_the_query_can_come_from_messages_with_their_time(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, *HIKES)
         result = await retrieve(
             app,
@@ -170,7 +171,7 @@ async def test_the_query_can_come_from_messages_with_their_time(tmp_path: Path) 
 
 
 async def test_an_unknown_workspace_is_an_empty_success(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="retrieve_personal_memory", workspace_id="nobody", query="What did I do last week?"
         )
@@ -178,7 +179,7 @@ async def test_an_unknown_workspace_is_an_empty_success(tmp_path: Path) -> None:
 
 
 async def test_bad_query_time_is_a_validation_error(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(name="retrieve_personal_memory", workspace_id=WS, query="q", query_time="soon")
         assert result["metadata"]["error"]["code"] == "validation_error"
         assert result["metadata"]["error"]["details"]["errors"][0]["loc"] == ("query_time",)
@@ -186,7 +187,7 @@ async def test_bad_query_time_is_a_validation_error(tmp_path: Path) -> None:
 
 async def test_time_words_the_rules_cannot_read_go_to_the_llm(tmp_path: Path) -> None:
     llm = ScriptedLLM().on("ExtractTimeOp", "Thinking...\nTime: 2022-12-20..2023-01-05")
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         await insert(app, "I skied in the Alps.", "2022-12-28 10:00:00")
         result = await retrieve(app, query="What did I do over the holidays?", query_time="2023-02-01", top_k=1)
         assert result["metadata"]["time_extraction"]["method"] == "llm"
@@ -201,7 +202,7 @@ async def test_time_words_the_rules_cannot_read_go_to_the_llm(tmp_path: Path) ->
 
 
 async def test_without_an_llm_unreadable_time_words_are_reported(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await remember(app, ("I skied in the Alps.", "2022-12-28 10:00:00"))
         result = await retrieve(app, query="What did I do over the holidays?")
         assert result["metadata"]["no_llm_ops"] == ["ExtractTimeOp"]
@@ -210,7 +211,7 @@ async def test_without_an_llm_unreadable_time_words_are_reported(tmp_path: Path)
 
 async def test_malformed_time_answers_are_retried_then_502(tmp_path: Path) -> None:
     llm = ScriptedLLM().on("ExtractTimeOp", "Probably the winter holidays.")
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         await insert(app, "I skied in the Alps.", "2022-12-28 10:00:00")
         result = await app.async_execute(
             name="retrieve_personal_memory", workspace_id=WS, query="What did I do over the holidays?"
@@ -233,7 +234,7 @@ async def test_semantic_rank_reorders_by_the_llm_scores(tmp_path: Path) -> None:
         return "\n".join(f"Score: {line.split('.')[0]} | {0.9 if 'tea' in line else 0.2}" for line in lines)
 
     llm = ScriptedLLM().on("SemanticRankOp", rank)
-    async with personal_app(tmp_path, f"config={overlay}", llm=llm) as app:
+    async with personal_ops(tmp_path, f"config={overlay}", llm=llm) as app:
         await insert(app, "My favourite drink is coffee with milk.", "2023-05-01 10:00:00")
         await insert(app, "My favourite drink is coffee, black.", "2023-05-02 10:00:00")
         await insert(app, "I also drink green tea in the evening.", "2023-05-03 10:00:00")

@@ -1,4 +1,5 @@
-"""summary_personal_memory through ReMeApp: message times, today's reload, batches, users, languages, LLM path."""
+"""summary_personal_memory on the op harness (no app): message times, today's reload, batches, users, languages,
+LLM path."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from reme_service.app import ReMeApp
 from reme_service.errors import FlowDeclarationError
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
-from tests.ops.personal_helpers import last_prompt, personal_app, stored
+from reme_service.testing.scripted_llm import ScriptedLLM
+from tests.ops.personal_helpers import last_prompt, personal_ops, stored
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ def user(content: str, time: str | None = None, **metadata: Any) -> dict[str, An
 
 
 async def test_observations_carry_the_message_time_and_the_event_time(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -65,7 +66,7 @@ async def test_observations_carry_the_message_time_and_the_event_time(tmp_path: 
 
 
 async def test_messages_without_a_time_are_dated_now(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="summary_personal_memory", workspace_id=WS, messages=[user("I am allergic to peanuts.")]
         )
@@ -76,7 +77,7 @@ async def test_messages_without_a_time_are_dated_now(tmp_path: Path) -> None:
 
 
 async def test_todays_stored_memories_are_reloaded_and_repetitions_replaced(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         first = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -113,7 +114,7 @@ async def test_todays_stored_memories_are_reloaded_and_repetitions_replaced(tmp_
 
 
 async def test_an_older_repetition_in_the_same_request_is_dropped(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -130,14 +131,14 @@ async def test_more_than_fifty_observations_are_all_stored(tmp_path: Path) -> No
     messages = [
         user(f"My favourite number is {i} and I wrote it on card {i * 7}.", "2023-05-08 09:00") for i in range(120)
     ]
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(name="summary_personal_memory", workspace_id=WS, messages=messages)
         assert result["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 120}
         assert len(await stored(app, WS)) == 120
 
 
 async def test_users_and_memory_kinds_do_not_mix(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         await app.async_execute(
             name="vector_store",
             workspace_id=WS,
@@ -166,7 +167,7 @@ async def test_users_and_memory_kinds_do_not_mix(tmp_path: Path) -> None:
 
 
 async def test_chinese_messages_are_kept_in_chinese(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -185,7 +186,7 @@ async def test_resending_a_conversation_replaces_rather_than_duplicates(tmp_path
         "workspace_id": WS,
         "messages": [user("I am vegan.", "2023-05-08 09:00:00"), user("I work as a nurse.", "2023-05-08 09:01:00")],
     }
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         first = await app.async_execute("summary_personal_memory", **request)
         second = await app.async_execute("summary_personal_memory", **request)
         assert [m["memory_id"] for m in first["metadata"]["memory_list"]] == [
@@ -195,7 +196,7 @@ async def test_resending_a_conversation_replaces_rather_than_duplicates(tmp_path
 
 
 async def test_assistant_memorized_and_empty_input(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -214,7 +215,7 @@ async def test_assistant_memorized_and_empty_input(tmp_path: Path) -> None:
 
 
 async def test_bad_times_are_request_errors_and_empty_messages_say_nothing(tmp_path: Path) -> None:
-    async with personal_app(tmp_path) as app:
+    async with personal_ops(tmp_path) as app:
         bad_time = await app.async_execute(
             name="summary_personal_memory", workspace_id=WS, messages=[user("I am vegan.", "last tuesday-ish")]
         )
@@ -330,7 +331,7 @@ def scripted(
 
 async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path) -> None:
     llm = scripted(times={"yesterday": "2023-05-07", "last week": "last week"})
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -369,7 +370,7 @@ async def test_llm_path_reads_times_against_the_message_time(tmp_path: Path) -> 
 
 async def test_llm_contradiction_invalidates_the_older_stored_memory(tmp_path: Path) -> None:
     llm = scripted(verdicts={2: "Contradiction"})
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         first = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -397,7 +398,7 @@ async def test_llm_contradiction_invalidates_the_older_stored_memory(tmp_path: P
 async def test_llm_batches_keep_every_observation(tmp_path: Path) -> None:
     llm = scripted()
     messages = [user(f"My locker number {i} is painted blue.", f"2023-05-08 09:{i % 60:02d}:00") for i in range(120)]
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         result = await app.async_execute(name="summary_personal_memory", workspace_id=WS, messages=messages)
         assert result["metadata"]["update_result"]["inserted_count"] == 120
         contra = llm.calls_of("ContraRepeatOp")
@@ -408,7 +409,7 @@ async def test_llm_batches_keep_every_observation(tmp_path: Path) -> None:
 
 async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(tmp_path: Path) -> None:
     llm = ScriptedLLM().on("InfoFilterOp", score_all).on("GetObservationOp", "Sure! Alice likes tea.")
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -424,7 +425,7 @@ async def test_malformed_llm_replies_are_retried_then_502_and_nothing_is_stored(
 
 async def test_an_unscored_message_is_re_asked(tmp_path: Path) -> None:
     llm = scripted("Result: 1 | 3")  # the first reply scores only one of two messages
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,
@@ -445,7 +446,7 @@ async def test_chinese_prompts_and_chinese_labels(tmp_path: Path) -> None:
     llm.on("GetObservationWithTimeOp", observe_zh)
     llm.on("GetObservationOp", "信息：1 | 小明喜欢喝绿茶 | 绿茶")
     llm.on("ContraRepeatOp", "判断：1 | 无\n判断：2 | 无")
-    async with personal_app(tmp_path, llm=llm) as app:
+    async with personal_ops(tmp_path, llm=llm) as app:
         result = await app.async_execute(
             name="summary_personal_memory",
             workspace_id=WS,

@@ -16,7 +16,7 @@ import pytest
 from reme_service.app import ReMeApp
 from reme_service.events.event import Event
 from reme_service.schema.messages import Message
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops import test_personal_reflection as reflection
 from tests.ops.personal_helpers import last_prompt, personal_app, stored
 from tests.ops.test_personal_summary import scripted, user

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import VectorNode
 from reme_service.stores.base import VectorStore
@@ -19,6 +18,7 @@ from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.lexical import K1, B, LexicalIndex, fuse, tokenize
 from reme_service.stores.params import LocalStoreParams
+from reme_service.testing.run_op import FlowCaller, Flows, op_services
 
 pytestmark = pytest.mark.anyio
 
@@ -174,25 +174,23 @@ async def test_hybrid_search_honours_filters_and_unknown_workspaces(store: Vecto
 
 
 @pytest.fixture
-async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
+async def app(tmp_path: Path) -> AsyncIterator[FlowCaller]:
     overlay = tmp_path / "vector.yaml"
     overlay.write_text(
         "flow:\n  retrieve_vector_only:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp(hybrid=False) >> "
         "RerankMemoryOp(enable_llm_rerank=False) >> RewriteMemoryOp(enable_llm_rewrite=False)\n"
         "    input_schema:\n      query: {type: string, required: true}\n      top_k: {type: integer, default: 3}\n"
     )
-    async with ReMeApp(
-        f"config={overlay}", f"data_dir={tmp_path}", "embedding_model.default.backend=hash", env={}
-    ) as application:
-        yield application
+    async with op_services(tmp_path, f"config={overlay}", "vector_store.default.backend=local") as services:
+        yield Flows(services)
 
 
-async def insert(app: ReMeApp, dicts: list[dict[str, Any]]) -> None:
+async def insert(app: FlowCaller, dicts: list[dict[str, Any]]) -> None:
     result = await app.async_execute(name="vector_store", workspace_id="ws", action="insert", memory_dicts=dicts)
     assert result["success"] is True, result
 
 
-async def test_hybrid_is_the_default_and_lifts_a_rare_keyword(app: ReMeApp) -> None:
+async def test_hybrid_is_the_default_and_lifts_a_rare_keyword(app: FlowCaller) -> None:
     filler = [{"when_to_use": f"planning the weekly team meeting agenda {i}", "content": f"c{i}"} for i in range(30)]
     target = {"when_to_use": "kubernetes rollout stuck", "content": "check the readiness probe"}
     await insert(app, [*filler, target])
@@ -204,7 +202,7 @@ async def test_hybrid_is_the_default_and_lifts_a_rare_keyword(app: ReMeApp) -> N
     assert 0 < hybrid["metadata"]["memory_list"][0]["relevance"] <= 1
 
 
-async def test_top_k_up_to_50_is_honoured_and_contents_are_deduplicated(app: ReMeApp) -> None:
+async def test_top_k_up_to_50_is_honoured_and_contents_are_deduplicated(app: FlowCaller) -> None:
     await insert(app, [{"when_to_use": f"topic number {i}", "content": f"advice {i}"} for i in range(60)])
     await insert(app, [{"when_to_use": "topic number 1 again", "content": "  Advice 1 "}])  # same content
     result = await app.async_execute(name="retrieve_task_memory", workspace_id="ws", query="topic number", top_k=50)

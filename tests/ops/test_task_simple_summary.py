@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reme_service.app import ReMeApp
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops.task_helpers import fenced, item, make_app, prompts_of, stored, trajectory, verdict
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,5 @@
-"""The summary_task_memory pipeline op by op, through ReMeApp with a scripted LLM (replies per op, in order)."""
+"""The summary_task_memory pipeline op by op, on the op harness (`reme_service.testing.run_op`) with a scripted LLM
+(replies per op, in order)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from reme_service.app import ReMeApp
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.scripted_llm import ScriptedLLM
+from reme_service.testing.openai_server import FakeOpenAI
+from reme_service.testing.run_op import FlowCaller
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.ops.task_helpers import fenced, item, make_app, make_wire_app, prompts_of, stored, trajectory, verdict
 
 pytestmark = pytest.mark.anyio
@@ -21,18 +23,12 @@ HARD = "closely related tasks"
 
 
 @pytest.fixture
-def fake(fake: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    """The reset fake server alone (tests/ops/conftest.py), for the test embedding through it."""
-    return fake[0]
-
-
-@pytest.fixture
-async def app(llm: ScriptedLLM) -> AsyncIterator[ReMeApp]:
+async def app(llm: ScriptedLLM) -> AsyncIterator[FlowCaller]:
     async with make_app(llm) as application:
         yield application
 
 
-async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_full_pipeline_stores_exactly_what_it_answers(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on("SuccessExtractionOp", fenced([item("when booking a flight", "compare fares first")]))
     llm.on("FailureExtractionOp", fenced([item("when a payment API times out", "retry once, then report the failure")]))
     soft_reply = fenced([item("when choosing between fare sources", "query the cheapest source last")])
@@ -63,7 +59,7 @@ async def test_full_pipeline_stores_exactly_what_it_answers(app: ReMeApp, llm: S
     assert "no_llm_ops" not in result["metadata"]
 
 
-async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on("SuccessExtractionOp", fenced([item("when booking a flight", "compare fares first")]))
     llm.on("MemoryValidationOp", "Looks good to me!")
     result = await app.async_execute(
@@ -79,13 +75,13 @@ async def test_unparseable_validation_reply_is_re_asked_then_rejects(app: ReMeAp
     assert await stored(app) == []
 
 
-async def test_empty_validation_reply_rejects_instead_of_accepting(
-    fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
-) -> None:
+async def test_empty_validation_reply_rejects_instead_of_accepting(fake_openai: FakeOpenAI) -> None:
     """On the fake server: an empty reply is the OpenAI client's failure (`LLMError` from `RetryableReply`), and
     how it surfaces is the point. The replies are queued in the pipeline's order, not chosen by prompt."""
-    fake.script(fenced([item("when booking a flight", "compare fares first")]), "")  # extraction, then validation
-    async with make_wire_app(fake_server[1]) as app:
+    fake_openai.script(
+        fenced([item("when booking a flight", "compare fares first")]), ""
+    )  # extraction, then validation
+    async with make_wire_app(fake_openai.base_url) as app:
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("book a flight", 1.0)]
         )
@@ -93,12 +89,12 @@ async def test_empty_validation_reply_rejects_instead_of_accepting(
         assert result["metadata"]["memory_list"] == []
         (rejected,) = result["metadata"]["rejected_memories"]
         assert rejected["reason"].startswith("the validation reply was empty")  # ReMe read it as "valid, score 0.5"
-        extraction, validation = (body["messages"][-1]["content"] for body in fake.requests_to("chat"))
+        extraction, validation = (body["messages"][-1]["content"] for body in fake_openai.requests_to("chat"))
         assert "book a flight" in extraction and "compare fares first" in validation
         assert await stored(app) == []
 
 
-async def test_validation_rejects_invalid_and_low_scores(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_validation_rejects_invalid_and_low_scores(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on("SuccessExtractionOp", fenced([item("when a", "do a"), item("when b", "do b"), item("when c", "do c")]))
     llm.on("MemoryValidationOp", verdict(True, 0.9), verdict(False, 0.9), verdict(True, 0.2))
     result = await app.async_execute(
@@ -114,7 +110,7 @@ async def test_validation_rejects_invalid_and_low_scores(app: ReMeApp, llm: Scri
     assert reasons[low].startswith("score 0.20 below 0.5")
 
 
-async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on("SuccessExtractionOp", "I think the agent did well.")
     llm.on("MemoryValidationOp", verdict())
     result = await app.async_execute(
@@ -128,7 +124,7 @@ async def test_malformed_extraction_is_retried_then_502_and_nothing_stored(app: 
     assert await stored(app) == []
 
 
-async def test_an_item_breaking_the_contract_is_re_asked(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_an_item_breaking_the_contract_is_re_asked(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on(
         "SuccessExtractionOp",
         fenced([item("when a", "do a"), {"when_to_use": "no body"}]),
@@ -142,7 +138,7 @@ async def test_an_item_breaking_the_contract_is_re_asked(app: ReMeApp, llm: Scri
     assert len(llm.calls_of("SuccessExtractionOp")) == 2
 
 
-async def test_failure_segments_are_each_extracted_with_their_context(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_failure_segments_are_each_extracted_with_their_context(app: FlowCaller, llm: ScriptedLLM) -> None:
     llm.on(
         "FailureExtractionOp",
         fenced([item("when the invoice page will not load", "reload once, then report")]),
@@ -164,7 +160,7 @@ async def test_failure_segments_are_each_extracted_with_their_context(app: ReMeA
     assert "Before: assistant: step 0" in second and "After: assistant: step 2" in second
 
 
-async def test_malformed_segments_are_400(app: ReMeApp, llm: ScriptedLLM) -> None:
+async def test_malformed_segments_are_400(app: FlowCaller, llm: ScriptedLLM) -> None:
     run = trajectory("task", 0.0)
     run["metadata"]["segments"] = "not a list"
     result = await app.async_execute(name="summary_task_memory", workspace_id="ws", trajectories=[run])
@@ -174,10 +170,10 @@ async def test_malformed_segments_are_400(app: ReMeApp, llm: ScriptedLLM) -> Non
 
 
 async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_call(
-    llm: ScriptedLLM, fake_server: tuple[FakeOpenAI, str], fake: FakeOpenAI
+    llm: ScriptedLLM, fake_openai: FakeOpenAI
 ) -> None:
     """The embeddings go through the fake server (to count the embedding calls); the LLM is scripted."""
-    async with make_app(llm, embed_url=fake_server[1]) as app:
+    async with make_app(llm, embed_url=fake_openai.base_url) as app:
         inserted = await app.async_execute(
             name="vector_store",
             workspace_id="ws",
@@ -197,7 +193,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
             ),
         )
         llm.on("MemoryValidationOp", verdict())
-        embeds_before = len(fake.requests_to("embeddings"))
+        embeds_before = len(fake_openai.requests_to("embeddings"))
         result = await app.async_execute(
             name="summary_task_memory", workspace_id="ws", trajectories=[trajectory("task", 1.0)]
         )
@@ -209,7 +205,7 @@ async def test_dedup_against_stored_memories_and_the_batch_with_one_embedding_ca
         assert dupes["new advice"]["duplicate_of"] == existing_id
         assert dupes["same situation again"]["duplicate_of"] == kept[0]["memory_id"]
         assert all(d["similarity"] > 0.5 for d in dupes.values())
-        embed_calls = fake.requests_to("embeddings")[embeds_before:]
+        embed_calls = fake_openai.requests_to("embeddings")[embeds_before:]
         # one call embeds the 4 candidates for dedup; the store update reuses the vectors of the 2 kept ones
         assert [len(body["input"]) for body in embed_calls] == [4]
         assert len(await stored(app)) == 3
@@ -286,7 +282,7 @@ async def test_without_an_llm_one_raw_experience_per_trajectory() -> None:
 
 
 async def test_a_reply_with_a_missing_comma_and_bracket_is_mended_without_asking_again(
-    app: ReMeApp, llm: ScriptedLLM
+    app: FlowCaller, llm: ScriptedLLM
 ) -> None:
     broken = '```json\n[{"when_to_use": "when booking" "experience": "compare prices first", "confidence": 0.8}\n```'
     llm.on("SuccessExtractionOp", broken)

@@ -13,8 +13,8 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.schema.messages import Message, Role, ToolCall
+from reme_service.testing.scripted_llm import ScriptedLLM
 from tests.conftest import REPO_ROOT
-from tests.fakes.scripted_llm import ScriptedLLM
 
 GUIDE = "## Core Function\nMock search."
 

@@ -1,17 +1,19 @@
-"""The tool-memory flows through `ReMeApp` without an LLM: exact keys, dedup, caps, legacy data, concurrency."""
+"""The tool-memory flows on the op harness (`reme_service.testing.run_op`, no app) without an LLM: exact keys,
+dedup, caps, legacy data, concurrency."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reme_service.app import ReMeApp
 from reme_service.ops.tool.tool_memory_store import tool_memory_id
+from reme_service.testing.run_op import FlowCaller, Flows, op_services
 
 pytestmark = pytest.mark.anyio
 
@@ -27,13 +29,20 @@ def record(tool: str, i: int, *, output: str | None = None, success: bool = True
     }
 
 
+@asynccontextmanager
+async def tool_flows(tmp_path: Path, *overrides: str) -> AsyncIterator[FlowCaller]:
+    """The flows alone (no app: `reme_service.testing.run_op`) on the local store in `tmp_path`."""
+    async with op_services(tmp_path, "vector_store.default.backend=local", *overrides) as services:
+        yield Flows(services)
+
+
 @pytest.fixture
-async def app(tmp_path: Path) -> AsyncIterator[ReMeApp]:
-    async with ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", env={}) as app:
-        yield app
+async def app(tmp_path: Path) -> AsyncIterator[FlowCaller]:
+    async with tool_flows(tmp_path) as flows:
+        yield flows
 
 
-async def add(app: ReMeApp, *records: dict[str, Any], workspace: str = "ws") -> dict[str, Any]:
+async def add(app: FlowCaller, *records: dict[str, Any], workspace: str = "ws") -> dict[str, Any]:
     result = await app.async_execute(
         name="add_tool_call_result", workspace_id=workspace, tool_call_results=list(records)
     )
@@ -41,12 +50,12 @@ async def add(app: ReMeApp, *records: dict[str, Any], workspace: str = "ws") -> 
     return result
 
 
-async def tool_nodes(app: ReMeApp, workspace: str = "ws") -> list[dict[str, Any]]:
+async def tool_nodes(app: FlowCaller, workspace: str = "ws") -> list[dict[str, Any]]:
     listed = await app.async_execute(name="vector_store", workspace_id=workspace, action="list")
     return [m for m in listed["metadata"]["action_result"] if m["memory_type"] == "tool"]
 
 
-async def test_add_creates_one_memory_per_tool_under_its_exact_key(app: ReMeApp) -> None:
+async def test_add_creates_one_memory_per_tool_under_its_exact_key(app: FlowCaller) -> None:
     result = await add(app, record("web_search", 1), record("web_search_v2", 1), record("search", 1))
     assert result["answer"].startswith("Processed 3 tool(s): 0 updated, 3 newly created, 0 unchanged")
     assert result["metadata"]["no_llm_ops"] == ["ParseToolCallResultOp"]
@@ -62,7 +71,7 @@ async def test_add_creates_one_memory_per_tool_under_its_exact_key(app: ReMeApp)
     assert len(await tool_nodes(app)) == 3
 
 
-async def test_a_request_that_adds_nothing_rewrites_nothing(app: ReMeApp) -> None:
+async def test_a_request_that_adds_nothing_rewrites_nothing(app: FlowCaller) -> None:
     first = await add(app, record("calc", 1), record("calc", 1))  # the repeat within the request is skipped
     assert first["metadata"]["deduplication_stats"] == {"total_new": 2, "deduplicated": 1, "added": 1}
     before = (await tool_nodes(app))[0]
@@ -74,7 +83,7 @@ async def test_a_request_that_adds_nothing_rewrites_nothing(app: ReMeApp) -> Non
     assert (await tool_nodes(app))[0] == before
 
 
-async def test_rejected_records_are_reported_and_all_invalid_is_an_error(app: ReMeApp) -> None:
+async def test_rejected_records_are_reported_and_all_invalid_is_an_error(app: FlowCaller) -> None:
     result = await add(app, record("calc", 1), {"input": {"x": 1}, "output": "ok"}, record("calc", 2, output=" "))
     assert result["metadata"]["validation_stats"] == {"total_input": 3, "valid": 1, "filtered": 2}
     assert result["metadata"]["rejected_calls"] == [
@@ -93,7 +102,7 @@ async def test_rejected_records_are_reported_and_all_invalid_is_an_error(app: Re
 
 async def test_history_is_capped_and_totals_still_count_every_call(tmp_path: Path) -> None:
     capped = "flow.add_tool_call_result.flow_content=ParseToolCallResultOp(max_history_tool_call_cnt=5)"
-    async with ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", capped, env={}) as app:
+    async with tool_flows(tmp_path, capped) as app:
         await add(app, *(record("calc", i, success=i % 4 != 0) for i in range(12)))
         result = await app.async_execute(name="retrieve_tool_memory", workspace_id="ws", tool_names=["calc"])
     memory = result["metadata"]["memory_list"][0]
@@ -103,7 +112,7 @@ async def test_history_is_capped_and_totals_still_count_every_call(tmp_path: Pat
     assert stats["overall"]["successes"] == 9 and stats["recent"]["calls"] == 5
 
 
-async def test_legacy_and_duplicate_memories_are_found_merged_and_migrated(app: ReMeApp) -> None:
+async def test_legacy_and_duplicate_memories_are_found_merged_and_migrated(app: FlowCaller) -> None:
     def legacy(memory_id: str, queries: list[int]) -> dict[str, Any]:
         calls = [{**record("calc", i), "score": 1.0} for i in queries]
         return {"memory_id": memory_id, "memory_type": "tool", "when_to_use": "calc", "tool_call_results": calls}
@@ -126,7 +135,7 @@ async def test_legacy_and_duplicate_memories_are_found_merged_and_migrated(app: 
     assert [c["input"]["query"] for c in node["tool_call_results"]] == ["q1", "q2", "q3", "q4"]
 
 
-async def test_workspaces_keep_separate_memories_for_the_same_tool(app: ReMeApp) -> None:
+async def test_workspaces_keep_separate_memories_for_the_same_tool(app: FlowCaller) -> None:
     await add(app, record("calc", 1), workspace="a")
     await add(app, record("calc", 2), workspace="b")
     for workspace, query in (("a", "q1"), ("b", "q2")):
@@ -134,9 +143,10 @@ async def test_workspaces_keep_separate_memories_for_the_same_tool(app: ReMeApp)
         assert [c["input"]["query"] for c in found["metadata"]["memory_list"][0]["tool_call_results"]] == [query]
 
 
+@pytest.mark.slow
 async def test_concurrent_appends_and_summaries_lose_no_call(tmp_path: Path) -> None:
     big = "flow.add_tool_call_result.flow_content=ParseToolCallResultOp(max_history_tool_call_cnt=1000)"
-    async with ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash", big, env={}) as app:
+    async with tool_flows(tmp_path, big) as app:
         jobs = [add(app, record("search", i)) for i in range(300)]
         jobs += [
             app.async_execute(name="summary_tool_memory", workspace_id="ws", tool_names="search") for _ in range(5)
@@ -151,7 +161,7 @@ async def test_concurrent_appends_and_summaries_lose_no_call(tmp_path: Path) -> 
     assert found["metadata"]["statistics"]["search"]["total_calls"] == 300
 
 
-async def test_summary_without_llm_writes_a_data_guideline_then_skips_until_new_calls(app: ReMeApp) -> None:
+async def test_summary_without_llm_writes_a_data_guideline_then_skips_until_new_calls(app: FlowCaller) -> None:
     await add(
         app,
         *(record("search", i) for i in range(3)),
@@ -187,7 +197,7 @@ async def test_summary_without_llm_writes_a_data_guideline_then_skips_until_new_
     assert "the last 6 of 6" in third["metadata"]["memory_list"][0]["content"]
 
 
-async def test_retrieve_answers_with_guidelines_or_statistics_and_reports_unknown_names(app: ReMeApp) -> None:
+async def test_retrieve_answers_with_guidelines_or_statistics_and_reports_unknown_names(app: FlowCaller) -> None:
     await add(app, record("calc", 1), record("search", 1))
     await app.async_execute(name="summary_tool_memory", workspace_id="ws", tool_names="search")
     result = await app.async_execute(name="retrieve_tool_memory", workspace_id="ws", tool_names="search, calc, nope")
@@ -203,7 +213,7 @@ async def test_retrieve_answers_with_guidelines_or_statistics_and_reports_unknow
     assert nothing["metadata"]["error"]["code"] == "not_found"
 
 
-async def test_empty_tool_names_fail_validation(app: ReMeApp) -> None:
+async def test_empty_tool_names_fail_validation(app: FlowCaller) -> None:
     empties: tuple[str | list[str], ...] = ("", " , ", [])
     for empty in empties:
         for flow in ("summary_tool_memory", "retrieve_tool_memory"):
@@ -212,7 +222,7 @@ async def test_empty_tool_names_fail_validation(app: ReMeApp) -> None:
             assert result["metadata"]["error"]["code"] == "validation_error"
 
 
-async def test_mock_search_without_llm_is_seeded_and_feeds_add_tool_call_result(app: ReMeApp) -> None:
+async def test_mock_search_without_llm_is_seeded_and_feeds_add_tool_call_result(app: FlowCaller) -> None:
     first = await app.async_execute(name="use_mock_search", query="capital of France", seed=3)
     again = await app.async_execute(name="use_mock_search", query="capital of France", seed=3)
     assert first["metadata"]["no_llm_ops"] == ["UseMockSearchOp"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -116,12 +115,11 @@ def test_read_errors(root: WorkingRoot) -> None:
 BOMB = r"(a|a)+$"  # overlapping alternatives: every extra "a" doubles the backtracking before "!" fails it
 
 
+@pytest.mark.timeout(60)  # unbounded, the search of line 2 takes hours: the test fails here instead of hanging
 def test_a_backtracking_pattern_is_a_400_within_its_budget(root: WorkingRoot) -> None:
     (root.root / "bomb.txt").write_text("no a here\n" + "a" * 30 + "!\n", encoding="utf-8")
-    started = time.monotonic()
     with pytest.raises(InvalidRequestError, match=r"took longer than 0\.2 s .*line 2.*simplify it"):
         grep_file(root, "bomb.txt", BOMB, timeout=0.2)
-    assert time.monotonic() - started < 0.2 + 1.0  # unbounded, this line takes minutes
 
 
 def test_the_budget_is_for_all_lines_together(root: WorkingRoot) -> None:

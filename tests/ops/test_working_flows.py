@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -102,29 +101,34 @@ def test_ops_with_equal_parameters_are_equal() -> None:
 
 
 class WatchedPattern:
-    """A compiled pattern that notes when its search of a line beginning with 'aaa' (the bomb) starts and ends."""
+    """A compiled pattern that notes when its search of a line beginning with 'aaa' (the bomb) starts and how it
+    ends: `ended` is None while it runs, then "finished" or "stopped by its budget" (regex's TimeoutError)."""
 
     def __init__(self, pattern: Any) -> None:
         self.pattern = pattern
         self.started = threading.Event()
-        self.span: list[float] = []
+        self.ended: str | None = None
 
     def search(self, line: str, **options: Any) -> Any:
         if not line.startswith("aaa"):
             return self.pattern.search(line, **options)
-        self.span.append(time.monotonic())
         self.started.set()
         try:
-            return self.pattern.search(line, **options)
-        finally:
-            self.span.append(time.monotonic())
+            found = self.pattern.search(line, **options)
+        except TimeoutError:
+            self.ended = "stopped by its budget"
+            raise
+        self.ended = "finished"
+        return found
 
 
+@pytest.mark.timeout(60)  # without its budget the search ends "finished" (~30 s) or, on a slow machine, times out
 async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`(a|a)+$` on 24 "a"s and a "!" backtracks for seconds; with the default budget of 1 s the request is a 400
-    within it, and all the while the event loop keeps answering health checks and other greps."""
+    """`(a|a)+$` on 24 "a"s and a "!" backtracks for tens of seconds; the default budget of 1 s stops the search
+    (a 400), and all the while the event loop keeps answering health checks and other greps: they are counted by
+    what the bomb's search was doing when each answer arrived, not timed (a clock says little on a loaded machine)."""
     watched: list[WatchedPattern] = []
 
     def compile_pattern(*args: Any, **options: Any) -> WatchedPattern:
@@ -137,9 +141,8 @@ async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
     folder.mkdir()
     (folder / "bomb.txt").write_text("a" * 24 + "!\n", encoding="utf-8")
     (folder / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
-    answered: list[float] = []  # when each health check and other grep answered
+    answered_while_searching = 0  # health checks and other greps answered while the bomb's search ran
     async with app(tmp_path, 'enabled_flows=["grep_working_memory"]') as reme:
-        started = time.monotonic()
         bomb = asyncio.create_task(
             reme.async_execute(name="grep_working_memory", file_path="bomb.txt", pattern=r"(a|a)+$")
         )
@@ -148,20 +151,17 @@ async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
             health = await reme.health()
             other = await reme.async_execute(name="grep_working_memory", file_path="notes.txt", pattern="^b")
             assert health["status"] == "healthy" and other["answer"] == "notes.txt:2:beta"
-            answered.append(time.monotonic())
+            answered_while_searching += watched[0].ended is None
         answer = await bomb
-        elapsed = time.monotonic() - started
-    begin, end = watched[0].span
-    assert end - begin >= 0.5  # the bomb did take its time...
-    moments = [begin, *(t for t in answered if begin < t < end), end]
-    longest_wait = max(b - a for a, b in zip(moments, moments[1:], strict=False))
-    assert longest_wait < 0.5, f"nothing was answered for {longest_wait:.2f} s while the bomb ran"  # ...alone
+    assert watched[0].ended == "stopped by its budget"
+    # on the loop thread the search would hold the loop until its end: nothing would be answered meanwhile
+    assert answered_while_searching >= 2, f"{answered_while_searching} answers while the bomb ran"
     error = answer["metadata"].get("error", {})
     assert error.get("code") == "invalid_request", answer  # 400
     assert "the pattern took longer than 1 s" in error["message"] and "simplify it" in error["message"]
-    assert elapsed < 1.0 + 1.5
 
 
+@pytest.mark.slow
 async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_path: Path) -> None:
     """More bombs at once than the default executor has threads (min(32, cores + 4)): they run in the regex lane
     (two threads), so a request that needs an ordinary worker thread (read_working_memory) is answered while every
@@ -185,6 +185,7 @@ async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_p
     assert all(answer["metadata"]["error"]["code"] == "invalid_request" for answer in answers)
 
 
+@pytest.mark.slow
 async def test_a_pattern_whose_counted_repeats_multiply_is_refused_before_it_is_compiled(tmp_path: Path) -> None:
     """`(?:a{1000}){1000}b` stands for a million atoms: compiling it takes ~0.3 s and 300 MB, holding the GIL, and a
     few more braces take a server past any memory (compiling cannot be interrupted). It is a 400 naming the
@@ -192,7 +193,9 @@ async def test_a_pattern_whose_counted_repeats_multiply_is_refused_before_it_is_
     folder = tmp_path / "working_memory"
     folder.mkdir()
     (folder / "notes.txt").write_text("a" * 10_000 + "\nbeta\n", encoding="utf-8")
-    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]') as reme:
+    # the last search costs ~0.4 s of CPU: a budget that a loaded machine cannot run out of, as the limit is the point
+    patient = 'flow.grep_working_memory.flow_content="GrepOp(grep_timeout=60)"'
+    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]', patient) as reme:
 
         async def grep(pattern: str) -> dict[str, Any]:
             return await reme.async_execute(name="grep_working_memory", file_path="notes.txt", pattern=pattern)

@@ -27,7 +27,7 @@ import pytest
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # summaries of 2,000+ messages, some over HTTP
 
 MESSAGES = 100_000
 MAX_LOOP_CPU = 0.05  # seconds of loop-thread CPU; now 2-4 ms, on-loop work took 0.15 s (compact) to 0.6 s (auto)

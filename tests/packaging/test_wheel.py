@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.service_process import free_port, wait_ready
+from reme_service.testing.ports import free_port
+from tests.fakes.service_process import wait_ready
 
 pytestmark = pytest.mark.packaging
 

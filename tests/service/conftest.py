@@ -1,4 +1,5 @@
-"""Service fixtures: the real app served by uvicorn on loopback, and a fake OpenAI server beside it."""
+"""Service fixtures: the real app served by uvicorn on loopback (the fake OpenAI server beside it is the
+`fake_openai` fixture of `reme_service.testing.pytest_plugin`)."""
 
 from __future__ import annotations
 
@@ -13,27 +14,11 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
+from reme_service.testing.serve import serve_in_thread
 from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401 - fixture used by name
-from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
-from tests.fakes.serve import serve_in_thread
 
 ServeFn = Callable[..., AbstractContextManager[httpx.Client]]
-
-
-@pytest.fixture(scope="session")
-def fake_openai() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
-    with serve_in_thread(fake.app) as base_url:
-        yield fake, f"{base_url}/v1"
-
-
-@pytest.fixture
-def fake_llm(fake_openai: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str]]:
-    fake, url = fake_openai
-    fake.reset()
-    yield fake, url
-    fake.reset()
 
 
 def _store_overrides(request: pytest.FixtureRequest) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 
 from reme_service.client import ReMeClient, ServiceConnectionError
 from reme_service.errors import InvalidRequestError
-from tests.fakes.openai_server import FakeOpenAI, FakeReply
+from reme_service.testing.openai_server import FakeOpenAI, FakeReply
 from tests.service.conftest import ServeFn
 
 agentscope = pytest.importorskip(
@@ -88,10 +88,10 @@ def _run(coro: Any) -> Any:
 
 
 def test_static_control_records_after_a_reply_and_retrieves_before_the_next(
-    service: tuple[str, ReMeClient], fake_llm: tuple[FakeOpenAI, str]
+    service: tuple[str, ReMeClient], fake_openai: FakeOpenAI
 ) -> None:
     base_url, reme = service
-    fake, llm_url = fake_llm
+    fake, llm_url = fake_openai, fake_openai.base_url
 
     async def scenario() -> str:
         async with Agents(llm_url) as agent, ReMeLongTermMemory(base_url, user_name="alice") as memory:
@@ -116,10 +116,10 @@ def test_static_control_records_after_a_reply_and_retrieves_before_the_next(
 
 
 def test_static_record_sends_only_new_messages_and_never_the_retrieved_text(
-    service: tuple[str, ReMeClient], fake_llm: tuple[FakeOpenAI, str]
+    service: tuple[str, ReMeClient], fake_openai: FakeOpenAI
 ) -> None:
     base_url, reme = service
-    fake, llm_url = fake_llm
+    fake, llm_url = fake_openai, fake_openai.base_url
 
     async def scenario() -> None:
         async with Agents(llm_url) as agents, ReMeLongTermMemory(base_url, user_name="bob") as memory:
@@ -135,11 +135,9 @@ def test_static_record_sends_only_new_messages_and_never_the_retrieved_text(
     assert not any("long_term_memory" in c or "retrieved from long-term memory" in c for c in contents)
 
 
-def test_agent_control_tools_record_and_retrieve(
-    service: tuple[str, ReMeClient], fake_llm: tuple[FakeOpenAI, str]
-) -> None:
+def test_agent_control_tools_record_and_retrieve(service: tuple[str, ReMeClient], fake_openai: FakeOpenAI) -> None:
     base_url, reme = service
-    fake, llm_url = fake_llm
+    fake, llm_url = fake_openai, fake_openai.base_url
 
     async def scenario() -> str:
         async with Agents(llm_url) as agent, ReMeLongTermMemory(base_url, user_name="alice") as memory:
@@ -173,9 +171,9 @@ def test_agent_control_tools_record_and_retrieve(
     assert "Recorded 1 item(s)" in _prompt_text(chats[1])
 
 
-def test_task_kind_keeps_experiences(service: tuple[str, ReMeClient], fake_llm: tuple[FakeOpenAI, str]) -> None:
+def test_task_kind_keeps_experiences(service: tuple[str, ReMeClient], fake_openai: FakeOpenAI) -> None:
     base_url, reme = service
-    fake, llm_url = fake_llm
+    fake, llm_url = fake_openai, fake_openai.base_url
 
     async def scenario() -> str:
         async with (

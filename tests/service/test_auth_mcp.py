@@ -20,8 +20,8 @@ from reme_service.app import ReMeApp
 from reme_service.auth.keyfile import create_key, revoke_key
 from reme_service.server.http import create_http_app
 from reme_service.server.mcp import create_mcp_http_app
+from reme_service.testing.serve import serve_in_thread
 from tests.conditions import until_sync
-from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 from tests.sse import next_event
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -35,8 +34,9 @@ from reme_service.errors import (
     ReMeError,
 )
 from reme_service.server.http import create_http_app
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from reme_service.testing.openai_server import FakeOpenAI
+from reme_service.testing.ports import free_port
+from reme_service.testing.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -141,8 +141,8 @@ def test_errors_are_the_service_types_with_its_message(serve: ServeFn, tmp_path:
         assert "workspace" in bad_workspace.value.message
 
 
-def test_provider_failure_is_llm_error(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_provider_failure_is_llm_error(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     with (
         serve("llm.default.max_retries=1", env={"FLOW_LLM_BASE_URL": url}) as http,
         ReMeClient(_base_url(http), workspace_id="llm") as reme,
@@ -165,14 +165,8 @@ def test_non_envelope_error_keeps_status_and_text() -> None:
     assert "Service Unavailable" in info.value.message
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_connection_refused_is_retried_then_raised() -> None:
-    port = _free_port()
+    port = free_port()
     started = time.monotonic()
     with (
         ReMeClient(f"http://127.0.0.1:{port}", retries=2, backoff=0.05) as reme,
@@ -186,7 +180,7 @@ def test_connection_refused_is_retried_then_raised() -> None:
 @pytest.fixture
 def late_server(tmp_path: Path) -> Iterator[tuple[str, threading.Event]]:
     """A server that starts listening ~0.4 s after the test begins, on a port chosen up front."""
-    port = _free_port()
+    port = free_port()
     app = ReMeApp(f"data_dir={tmp_path / 'data'}", "embedding_model.default.backend=hash", env={})
     server = uvicorn.Server(uvicorn.Config(create_http_app(app), host="127.0.0.1", port=port, log_level="warning"))
     ready = threading.Event()

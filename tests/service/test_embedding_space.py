@@ -19,8 +19,8 @@ from reme_service.schema.memory import memory_from_dict
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.params import LocalStoreParams
 from reme_service.stores.spaces import space_of
+from reme_service.testing.openai_server import FakeOpenAI
 from tests.conditions import until_sync
-from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.service_process import service_process
 from tests.service.conftest import ServeFn
 
@@ -112,11 +112,11 @@ async def intact(store: LocalVectorStore) -> None:
 
 @pytest.mark.own_backend
 def test_a_kill_during_reembed_leaves_the_old_workspace_and_the_job_finishes_after_restart(
-    tmp_path: Path, fake_llm: tuple[FakeOpenAI, str]
+    tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     """kill -9 while the job embeds: the local store still holds the old vectors and space, whole; after a restart
     the job runs again and swaps the new ones in."""
-    fake, url = fake_llm
+    fake, url = fake_openai, fake_openai.base_url
     data = tmp_path / "data"
     common = (f"data_dir={data}", "vector_store.default.backend=local")
     remote = (

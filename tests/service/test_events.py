@@ -16,9 +16,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from reme_service.auth.keyfile import create_key, revoke_key
+from reme_service.testing.ports import free_port
+from reme_service.testing.serve import serve_in_thread
 from tests.conditions import until_sync
-from tests.fakes.serve import serve_in_thread
-from tests.fakes.service_process import free_port
 from tests.service.conftest import ServeFn
 from tests.sse import next_event
 

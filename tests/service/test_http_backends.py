@@ -19,10 +19,10 @@ import pytest
 
 from reme_service.stores.chroma.client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
+from reme_service.testing.serve import serve_in_thread
 from tests.fakes.chroma_server import ChromaServer, chroma_server, free_port, running_chroma  # noqa: F401
 from tests.fakes.es_server import FakeElasticsearch
 from tests.fakes.pg_server import pg_dsn, running_postgres  # noqa: F401 - pg_dsn: fixture used by name
-from tests.fakes.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service

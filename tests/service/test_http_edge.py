@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from reme_service.testing.serve import serve_in_thread
 from tests.conditions import until_sync
-from tests.fakes.serve import serve_in_thread
 from tests.fakes.service_process import service_process
 from tests.service.conftest import ServeFn
 

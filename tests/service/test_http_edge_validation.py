@@ -16,7 +16,7 @@ from reme_service.app import ReMeApp
 from reme_service.schema.json_limits import MAX_JSON_DEPTH
 from reme_service.schema.workspace_ids import WORKSPACE_ID_PATTERN
 from reme_service.server.mcp import create_mcp_http_app
-from tests.fakes.serve import serve_in_thread
+from reme_service.testing.serve import serve_in_thread
 from tests.service.conftest import ServeFn
 from tests.sse import next_event
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI
+from reme_service.testing.openai_server import FakeOpenAI
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -170,8 +170,8 @@ def test_nothing_to_summarise_is_400_and_an_empty_query_an_empty_answer(serve: S
         assert "query was empty" in r.json()["metadata"]["warning"]
 
 
-def test_malformed_llm_replies_are_502_and_nothing_is_stored(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_malformed_llm_replies_are_502_and_nothing_is_stored(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op("InfoFilterOp", "Result: 1 | 3\nResult: 2 | 3")
     fake.on_op("GetObservationWithTimeOp", "Information: 1 | 2023-05-07 | went | group")
     fake.on_op("GetObservationOp", "Caroline is researching adoption agencies.")
@@ -195,8 +195,8 @@ def test_openapi_declares_the_personal_fields(serve: ServeFn) -> None:
         assert "PersonalMessage" in schemas and "PersonalTrajectory" in schemas
 
 
-def test_a_time_query_embeds_the_query_once(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_a_time_query_embeds_the_query_once(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     overrides = (
         "embedding_model.default.backend=openai_compatible",
         f"embedding_model.default.base_url={url}",

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.testing.openai_server import FakeOpenAI
 from tests.conftest import REPO_ROOT
-from tests.fakes.openai_server import FakeOpenAI
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -59,8 +59,8 @@ def script_summary(fake: FakeOpenAI) -> None:
     fake.on_op("MemoryValidationOp", fenced({"is_valid": True, "score": 0.8, "feedback": "ok", "recommendations": ""}))
 
 
-def test_summary_with_an_llm_stores_the_answered_memories(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_summary_with_an_llm_stores_the_answered_memories(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     script_summary(fake)
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = client.post(
@@ -112,8 +112,8 @@ def test_empty_trajectories_or_messages_are_400(serve: ServeFn) -> None:
             assert "trajectories[0] has no messages" in r.json()["metadata"]["error"]["message"]
 
 
-def test_llm_down_during_summary_is_502_and_nothing_is_stored(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_llm_down_during_summary_is_502_and_nothing_is_stored(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     script_summary(fake)
     with serve("llm.default.max_retries=1", env={"FLOW_LLM_BASE_URL": url}) as client:
         fake.fail_next(50, status=503, message="model overloaded", endpoint="chat")
@@ -231,8 +231,8 @@ def test_parallel_records_over_http_lose_no_increment(serve: ServeFn) -> None:
         assert listed(client) == []
 
 
-def test_agent_loop_example_runs_against_the_fake_llm(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_agent_loop_example_runs_against_the_fake_llm(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     script_summary(fake)
     # the agent's own LLM (its calls carry no X-ReMe-Op header): right for one task, wrong for the others
     fake.on_op("", "30")

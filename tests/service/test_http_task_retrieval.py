@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.testing.openai_server import FakeOpenAI
 from tests.conftest import REPO_ROOT, shared_file
-from tests.fakes.openai_server import FakeOpenAI
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -243,9 +243,9 @@ def test_our_own_library_loads_and_answers(serve: ServeFn, monkeypatch: pytest.M
 
 
 def test_embedding_provider_down_is_502_and_load_keeps_the_old_data(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
+    serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake, url = fake_llm
+    fake, url = fake_openai, fake_openai.base_url
     overrides = (
         "embedding_model.default.backend=openai_compatible",
         f"embedding_model.default.base_url={url}",
@@ -269,8 +269,8 @@ def test_embedding_provider_down_is_502_and_load_keeps_the_old_data(
         assert sorted(m["memory_id"] for m in listed["metadata"]["action_result"]) == sorted(ids)
 
 
-def test_llm_rerank_and_rewrite_on_by_config(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path) -> None:
-    fake, url = fake_llm
+def test_llm_rerank_and_rewrite_on_by_config(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     overlay = tmp_path / "llm.yaml"
     overlay.write_text(
         "flow:\n  retrieve_task_memory:\n    flow_content: BuildQueryOp() >> RecallVectorStoreOp() >> "
@@ -293,8 +293,8 @@ def test_llm_rerank_and_rewrite_on_by_config(serve: ServeFn, fake_llm: tuple[Fak
         assert any("update my profile settings" in p for p in prompts)
 
 
-def test_llm_down_during_rerank_is_502(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path) -> None:
-    fake, url = fake_llm
+def test_llm_down_during_rerank_is_502(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     overlay = tmp_path / "llm.yaml"
     overlay.write_text(
         "flow:\n  retrieve_task_memory:\n"

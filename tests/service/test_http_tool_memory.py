@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, FakeReply
+from reme_service.testing.openai_server import FakeOpenAI, FakeReply
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -52,8 +52,8 @@ def stored_calls(client: httpx.Client, tool: str = "web_search") -> list[dict[st
     return r.json()["metadata"]["memory_list"][0]["tool_call_results"]
 
 
-def test_llm_judges_each_new_call_once(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_llm_judges_each_new_call_once(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op(JUDGE, judge)
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = add(client, CALLS)
@@ -78,10 +78,8 @@ def test_llm_judges_each_new_call_once(serve: ServeFn, fake_llm: tuple[FakeOpenA
         assert again["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 0}
 
 
-def test_unparseable_judgement_keeps_the_call_with_an_unknown_score(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]
-) -> None:
-    fake, url = fake_llm
+def test_unparseable_judgement_keeps_the_call_with_an_unknown_score(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op(JUDGE, "Looks fine to me!")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         r = add(client, CALLS[:1])
@@ -105,8 +103,8 @@ def test_unparseable_judgement_keeps_the_call_with_an_unknown_score(
         assert stats["recent"]["scored_calls"] == 0 and stats["recent"]["avg_score"] is None
 
 
-def test_llm_down_still_stores_every_call_and_says_so(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_llm_down_still_stores_every_call_and_says_so(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.fail_next(100, status=500, endpoint="chat")
     one_at_a_time = "flow.add_tool_call_result.flow_content=ParseToolCallResultOp(max_concurrent_evaluations=1)"
     with serve("llm.default.max_retries=1", one_at_a_time, env={"FLOW_LLM_BASE_URL": url}) as client:
@@ -152,8 +150,8 @@ def test_bad_input_is_rejected_with_reasons(serve: ServeFn) -> None:
         assert detail["loc"] == ["body", "tool_names"] and "at least one tool name" in detail["msg"]
 
 
-def test_summary_with_llm_stores_guideline_and_statistics(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_summary_with_llm_stores_guideline_and_statistics(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op(JUDGE, judge)
     guideline = "## Core Function\nSearches the web.\n## Best Practices\nKeep max_results at 10."
     fake.on_op(GUIDE, f"Here is the guide:\n```txt\n{guideline}\n```")
@@ -174,8 +172,8 @@ def test_summary_with_llm_stores_guideline_and_statistics(serve: ServeFn, fake_l
         assert retrieved.json()["answer"] == f"Retrieved 1 tool memory(ies):\n\nTool: web_search\n{memory['content']}"
 
 
-def test_summary_llm_failure_is_502_and_writes_nothing(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_summary_llm_failure_is_502_and_writes_nothing(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op(JUDGE, judge)
     fake.on_op(GUIDE, "```txt\n```")
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
@@ -189,8 +187,8 @@ def test_summary_llm_failure_is_502_and_writes_nothing(serve: ServeFn, fake_llm:
         assert retrieved.json()["metadata"]["memory_list"][0]["content"] == ""
 
 
-def test_mock_search_lets_the_llm_pick_a_tool(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_mock_search_lets_the_llm_pick_a_tool(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op(
         "UseMockSearchOp",  # its calls in order: pick a tool, rate the query's complexity, write the result
         FakeReply(tool_calls=[("search_tool_c", {"query": "deep question"})]),

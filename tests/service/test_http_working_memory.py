@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, FakeReply
+from reme_service.testing.openai_server import FakeOpenAI, FakeReply
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -150,10 +150,8 @@ def test_compress_without_llm_is_extractive_and_says_so(serve: ServeFn, tmp_path
         assert archive == [{"role": "tool", "content": LOG, "reasoning_content": "", "tool_call_id": "call_log"}]
 
 
-def test_compress_with_the_llm_uses_its_snapshot(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
-) -> None:
-    fake, url = fake_llm
+def test_compress_with_the_llm_uses_its_snapshot(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op("MessageOffloadOp", SNAPSHOT)
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         status, body = post(
@@ -180,9 +178,9 @@ def test_compress_with_the_llm_uses_its_snapshot(
 
 
 def test_bad_snapshots_and_llm_outages_are_502_and_write_nothing(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
+    serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake, url = fake_llm
+    fake, url = fake_openai, fake_openai.base_url
     body_args = {"messages": messages(), "working_summary_mode": "compress", "store_dir": "s", **COMPACT}
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         fake.on_op("MessageOffloadOp", "Sure! The user wanted something.")
@@ -321,9 +319,9 @@ def test_grep_and_read_errors(serve: ServeFn, tmp_path: Path) -> None:
 
 
 def test_agentic_retrieve_greps_and_reads_its_offloaded_context(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
+    serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake, url = fake_llm
+    fake, url = fake_openai, fake_openai.base_url
     fake.script(
         FakeReply(tool_calls=[("Grep", {"file_path": "run/call_log.txt", "pattern": r"error payment \d+"})]),
         FakeReply(
@@ -367,8 +365,8 @@ def test_agentic_retrieve_greps_and_reads_its_offloaded_context(
     assert sorted(result_ids) == sorted([*call_ids])
 
 
-def test_agentic_retrieve_stops_at_max_steps(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path) -> None:
-    fake, url = fake_llm
+def test_agentic_retrieve_stops_at_max_steps(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.default_reply = FakeReply(tool_calls=[("Grep", {"file_path": "nothing.txt", "pattern": "x"})])
     overlay = tmp_path / "steps.yaml"
     overlay.write_text("flow:\n  agentic_retrieve:\n    flow_content: AgenticRetrieveOp(max_steps=2)\n")
@@ -385,8 +383,8 @@ def test_agent_flows_without_an_llm_are_400(serve: ServeFn) -> None:
         assert status == 400 and "needs an LLM" in body["metadata"]["error"]["message"]
 
 
-def test_react_without_a_search_tool_is_400(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_react_without_a_search_tool_is_400(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
         status, body = post(client, "react", query="What is the capital of France?")
         assert status == 400
@@ -395,10 +393,8 @@ def test_react_without_a_search_tool_is_400(serve: ServeFn, fake_llm: tuple[Fake
     assert fake.requests_to("chat") == []
 
 
-def test_react_with_the_vector_store_search_tool(
-    serve: ServeFn, fake_llm: tuple[FakeOpenAI, str], tmp_path: Path
-) -> None:
-    fake, url = fake_llm
+def test_react_with_the_vector_store_search_tool(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     overlay = tmp_path / "react.yaml"
     overlay.write_text("flow:\n  react:\n    flow_content: ReactSearchOp(search_tool='vector_store', top_k=2)\n")
     fake.script(

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from reme_service.auth.keyfile import create_key
-from tests.fakes.openai_server import FakeOpenAI
+from reme_service.testing.openai_server import FakeOpenAI
 from tests.fakes.service_process import service_process
 from tests.service.conftest import ServeFn
 
@@ -49,8 +49,8 @@ class Gate:
 
 
 @pytest.fixture
-def gated(fake_llm: tuple[FakeOpenAI, str]) -> Iterator[tuple[FakeOpenAI, str, Gate]]:
-    fake, url = fake_llm
+def gated(fake_openai: FakeOpenAI) -> Iterator[tuple[FakeOpenAI, str, Gate]]:
+    fake, url = fake_openai, fake_openai.base_url
     gate = Gate()
     fake.on_op("SimpleSummaryOp", gate)
     yield fake, url, gate
@@ -105,8 +105,8 @@ def test_the_same_idempotency_key_gives_the_same_job(serve: ServeFn, gated: tupl
         assert bad.status_code == 400
 
 
-def test_job_errors(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_job_errors(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.fail_next(10, status=500)
     with serve("llm.default.max_retries=0", env={"FLOW_LLM_BASE_URL": url}) as client:
         assert client.get("/jobs/job_nope").status_code == 404
@@ -124,8 +124,8 @@ def test_job_errors(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
         assert r.status_code == 200 and "job_id" not in r.json()
 
 
-def test_jobs_follow_the_keys(serve: ServeFn, tmp_path: Path, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    fake, url = fake_llm
+def test_jobs_follow_the_keys(serve: ServeFn, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake, url = fake_openai, fake_openai.base_url
     fake.on_op("SimpleSummaryOp", reply())
     keys = tmp_path / "data" / "auth" / "keys.json"
     _, alice = create_key(keys, workspaces=["alice"], scope="write")

@@ -8,7 +8,6 @@ flow is a tool error with the service's message, and a wrongly typed argument is
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,8 @@ from mcp.types import CallToolResult, TextContent
 from reme_service.app import ReMeApp
 from reme_service.server.http import create_http_app
 from reme_service.server.mcp import HttpTransport, create_mcp_http_app
-from tests.fakes.serve import serve_in_thread
+from reme_service.testing.ports import free_port
+from reme_service.testing.serve import serve_in_thread
 from tests.fakes.service_process import service_process
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]  # its own store in every pass
@@ -213,14 +213,8 @@ async def test_flow_failure_is_a_tool_error_with_the_service_message(connect: Co
         assert unknown.isError is True and "unknown tool 'no_such_flow'" in _text(unknown)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_cli_serves_streamable_http_on_the_configured_port(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

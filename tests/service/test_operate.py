@@ -15,9 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reme_service.auth.keyfile import create_key
+from reme_service.testing.openai_server import FakeOpenAI
+from reme_service.testing.ports import free_port
 from tests.conditions import until_sync
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.service_process import free_port, service_process, wait_ready
+from tests.fakes.service_process import service_process, wait_ready
 from tests.service.conftest import ServeFn
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]
@@ -111,8 +112,8 @@ def test_failed_llm_calls_are_counted_and_health_says_unreachable(serve: ServeFn
     assert value(page, "reme_flow_runs_total", flow="summary_task_memory", status="502") == 1
 
 
-def test_llm_reachable_is_ok(serve: ServeFn, fake_llm: tuple[FakeOpenAI, str]) -> None:
-    _, url = fake_llm
+def test_llm_reachable_is_ok(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+    _, url = fake_openai, fake_openai.base_url
     with serve(env={"FLOW_LLM_API_KEY": "k", "FLOW_LLM_BASE_URL": url}) as client:
         health = client.get("/health").json()
     assert health["llm"]["default"]["status"] == "ok" and health["status"] == "healthy"

@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reme_service.testing.ports import free_port
 from tests.conditions import until_sync
-from tests.fakes.service_process import free_port, wait_ready
+from tests.fakes.service_process import wait_ready
 
 pytestmark = [pytest.mark.service, pytest.mark.own_backend]
 

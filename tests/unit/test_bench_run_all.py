@@ -11,6 +11,7 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -34,6 +35,11 @@ def load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+
+
+# a bench run of the real servers (up to 240 s, the subprocess's own limit): slow, and longer than the default timeout
+def bench_run(test: Callable[..., None]) -> Callable[..., None]:
+    return pytest.mark.slow(pytest.mark.timeout(600)(test))
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +85,7 @@ def rows(block: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in block.splitlines() if line[:1] == "|"]
 
 
+@bench_run
 def test_quick_run_completes_and_writes_the_report(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     result, text = quick_report
     # 0: every target held, 1: one missed (the tiny sizes leave most "not measured"); 2 would be a broken run
@@ -87,6 +94,7 @@ def test_quick_run_completes_and_writes_the_report(quick_report: tuple[subproces
     assert "## Problems" not in text, text
 
 
+@bench_run
 def test_report_names_the_machine_and_the_load(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     machine = {row[0]: row[1] for row in rows(section(quick_report[1], "Machine"))}
     for key in ("CPU", "cores", "RAM", "Python", "packages", "load average before (1/5/15 min)"):
@@ -97,6 +105,7 @@ def test_report_names_the_machine_and_the_load(quick_report: tuple[subprocess.Co
         assert package in machine["packages"]
 
 
+@bench_run
 def test_targets_table_lists_every_target(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     table = rows(section(quick_report[1], TARGETS_HEADING))
     labels = [row[0] for row in table[2:]]
@@ -107,6 +116,7 @@ def test_targets_table_lists_every_target(quick_report: tuple[subprocess.Complet
     assert verdicts[MULTIPROCESS_TARGET] == "not measured"  # skipped
 
 
+@bench_run
 def test_floors_are_measured_for_every_size_and_client_count(
     quick_report: tuple[subprocess.CompletedProcess[str], str],
 ) -> None:
@@ -118,6 +128,7 @@ def test_floors_are_measured_for_every_size_and_client_count(
     assert [int(row[0]) for row in topk] == list(SIZES)
 
 
+@bench_run
 def test_retrieval_rows_cover_each_store_size_and_client_count_with_ratios(
     quick_report: tuple[subprocess.CompletedProcess[str], str],
 ) -> None:
@@ -131,6 +142,7 @@ def test_retrieval_rows_cover_each_store_size_and_client_count_with_ratios(
     assert len(chroma) == 1 and "not requested" in chroma[0][-1]
 
 
+@bench_run
 def test_load_rss_and_the_optional_parts(quick_report: tuple[subprocess.CompletedProcess[str], str]) -> None:
     text = quick_report[1]
     load = rows(section(text, "Library load and server memory"))
@@ -167,6 +179,7 @@ def chroma_available() -> None:
 
 
 @pytest.mark.usefixtures("chroma_available")
+@bench_run
 def test_multiprocess_part_reports_both_modes_and_its_target(tmp_path: Path) -> None:
     output = tmp_path / "report.md"
     command = [

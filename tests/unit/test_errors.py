@@ -129,6 +129,7 @@ def test_client_keeps_exporting_the_error_types() -> None:
     assert client.ServiceConnectionError is errors.ServiceConnectionError
 
 
+@pytest.mark.slow
 def test_client_import_loads_neither_openai_nor_numpy() -> None:
     code = (
         "import sys, reme_service.client; "

@@ -7,6 +7,8 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reme_service.history.entry import HistoryEntry, Scrub
 from reme_service.history.log import HistoryLog
 
@@ -27,6 +29,7 @@ def _scrub(directory: str, start: Any) -> None:
         log.write_sync("ws", [HistoryEntry(event="DELETE", memory_id=f"gone-{i}"), Scrub(frozenset({f"gone-{i}"}))])
 
 
+@pytest.mark.slow
 def test_concurrent_processes_lose_no_entry(tmp_path: Path) -> None:
     # a long file makes each scrubbing rewrite slow, so without the lock appends land while one is under way
     filler = [HistoryEntry(event="ADD", memory_id=f"f{i}", after={"content": "x" * 200}) for i in range(3000)]

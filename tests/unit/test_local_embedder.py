@@ -97,6 +97,7 @@ async def test_batch_and_single_agree(reference: tuple[list[str], NDArray[np.flo
     assert cosines.min() > 0.99999, f"min cosine {cosines.min()}"
 
 
+@pytest.mark.slow
 async def test_order_is_preserved_across_lengths_and_batches() -> None:
     _needs_model()
     # batch_size 2 splits the call into several forward passes of different padded lengths
@@ -113,6 +114,7 @@ async def test_order_is_preserved_across_lengths_and_batches() -> None:
     assert (similarity[~np.eye(len(MIXED_LENGTHS), dtype=bool)] < 0.999).all()
 
 
+@pytest.mark.slow
 async def test_long_text_is_truncated_to_max_seq_length(embedder: LocalEmbeddingClient) -> None:
     long_text = " ".join(f"word{i} memory" for i in range(400))
     tokenizer = Tokenizer.from_file(str(embedder.model_dir / "tokenizer.json"))
@@ -176,6 +178,7 @@ async def test_cache_size_zero_disables_the_cache(monkeypatch: pytest.MonkeyPatc
     assert (await client.health())["cached"] == 0
 
 
+@pytest.mark.slow
 async def test_concurrent_calls_match_sequential(embedder: LocalEmbeddingClient) -> None:
     client = LocalEmbeddingClient(cache_size=0)
     groups = [[f"concurrent text {i} about topic {j}" for j in range(i + 1)] for i in range(6)]
@@ -184,6 +187,7 @@ async def test_concurrent_calls_match_sequential(embedder: LocalEmbeddingClient)
         assert _cosines(vectors, await embedder.embed(group)).min() > 0.99999
 
 
+@pytest.mark.slow
 async def test_start_loads_and_close_releases() -> None:
     _needs_model()
     client = LocalEmbeddingClient()

@@ -59,6 +59,7 @@ def blocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlockedBulk]:
         gate.release.set()  # never leave a worker thread parked
 
 
+@pytest.mark.slow
 async def test_a_query_is_answered_while_a_big_job_is_mid_pass(blocked: BlockedBulk) -> None:
     _needs_model()
     client = LocalEmbeddingClient(cache_size=0, bulk_slice_tokens=128)
@@ -80,6 +81,7 @@ async def test_a_query_is_answered_while_a_big_job_is_mid_pass(blocked: BlockedB
         await client.close()
 
 
+@pytest.mark.slow
 async def test_two_big_jobs_alternate_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_model()
     client = LocalEmbeddingClient(cache_size=0, bulk_slice_tokens=64, threads=1)
@@ -103,6 +105,7 @@ async def test_two_big_jobs_alternate_slices(monkeypatch: pytest.MonkeyPatch) ->
     assert a.shape == b.shape == (40, client.dimensions)
 
 
+@pytest.mark.slow
 async def test_sliced_results_match_one_text_at_a_time() -> None:
     _needs_model()
     client = LocalEmbeddingClient(cache_size=0, bulk_slice_tokens=64)
@@ -115,6 +118,7 @@ async def test_sliced_results_match_one_text_at_a_time() -> None:
     assert ((sliced * single).sum(axis=1)).min() > 0.99999
 
 
+@pytest.mark.slow
 async def test_a_big_job_logs_its_progress(caplog: pytest.LogCaptureFixture) -> None:
     _needs_model()
     client = LocalEmbeddingClient(cache_size=0, bulk_slice_tokens=64, progress_seconds=1e-9)

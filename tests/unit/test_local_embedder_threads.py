@@ -32,6 +32,7 @@ def _native_threads() -> set[str]:
     return set(os.listdir("/proc/self/task"))
 
 
+@pytest.mark.slow
 async def test_split_batches_match_one_thread_and_keep_the_order() -> None:
     _needs_model()
     one = LocalEmbeddingClient(cache_size=0, threads=1)
@@ -51,6 +52,7 @@ async def test_split_batches_match_one_thread_and_keep_the_order() -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through Linux's /proc")
+@pytest.mark.slow
 def test_a_single_query_runs_on_the_calling_thread_only() -> None:
     # onnxruntime's own thread pool would spin-wait between operators and stall when other processes keep the
     # cores busy, as OpenBLAS's threads did: the session computes on the thread that calls it, and no other
@@ -66,6 +68,7 @@ def test_a_single_query_runs_on_the_calling_thread_only() -> None:
         asyncio.run(client.close())
 
 
+@pytest.mark.slow
 async def test_close_stops_the_workers_and_a_later_embed_restarts_them() -> None:
     _needs_model()
     client = LocalEmbeddingClient(cache_size=0, threads=2)

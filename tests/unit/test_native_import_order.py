@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import numpy as np
 import reme_service.stores.inproc.quantized  # numkong imported directly (not through usearch) first
@@ -22,6 +24,7 @@ print(len(index), EncoderGraph.__name__)
 """
 
 
+@pytest.mark.slow
 def test_the_embedder_loads_after_the_ann_index() -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"

@@ -74,6 +74,7 @@ async def assert_scans_agree(store: MemoryVectorStore, probes: np.ndarray) -> No
     assert state.quantized is not None  # the searches above went through the int8 pass
 
 
+@pytest.mark.slow
 async def test_the_int8_pass_gives_the_full_scans_hits_through_writes() -> None:
     store = MemoryVectorStore(MemoryStoreParams(), embedder=HashEmbeddingClient(dimensions=DIM))
     count = QUANTIZED_FROM + BLOCK_ROWS + 300  # several blocks, the last one partial

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from reme_service.errors import LLMReplyError
@@ -11,22 +9,13 @@ from reme_service.providers.llm.json_extract import extract_json_object
 from reme_service.providers.llm.openai_compatible import OpenAICompatibleLLM
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.messages import Message
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.serve import serve_in_thread
+from reme_service.testing.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    with serve_in_thread(server.app) as url:
-        yield server, f"{url}/v1"
-
-
-async def test_malformed_then_valid_reply_is_parsed(fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    server.reset()
+async def test_malformed_then_valid_reply_is_parsed(fake_openai: FakeOpenAI) -> None:
+    server, url = fake_openai, fake_openai.base_url
     server.script("no json here", '```json\n{"ok": true}\n```')
     llm = OpenAICompatibleLLM(model_name="m", base_url=url, backoff=0.01)
     try:
@@ -37,9 +26,8 @@ async def test_malformed_then_valid_reply_is_parsed(fake: tuple[FakeOpenAI, str]
     assert len(server.requests_to("chat")) == 2
 
 
-async def test_always_malformed_raises_with_the_last_reply(fake: tuple[FakeOpenAI, str]) -> None:
-    server, url = fake
-    server.reset()
+async def test_always_malformed_raises_with_the_last_reply(fake_openai: FakeOpenAI) -> None:
+    server, url = fake_openai, fake_openai.base_url
     server.script("nope 1", "nope 2", "nope 3")
     llm = OpenAICompatibleLLM(model_name="m", base_url=url, backoff=0.01)
     try:

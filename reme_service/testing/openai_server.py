@@ -1,14 +1,16 @@
 """A scriptable OpenAI-compatible server for tests: chat completions (JSON and SSE) and embeddings.
 
-Serve it with `tests.fakes.serve.serve_in_thread` and point the real `openai` client at it:
+Serve it on loopback (`running()`, or `reme_service.testing.serve.serve_in_thread(fake.app)`) and point the real
+`openai` client at it; under pytest, the `fake_openai` fixture of `reme_service.testing.pytest_plugin` is one served
+for the session and reset around each test:
 
 ```python
 fake = FakeOpenAI()
 fake.script("first reply", FakeReply(content="second", reasoning="thinking...", tool_calls=[("f", {"x": 1})]))
 fake.on("weather", "It is sunny.")          # whenever the last user message mentions "weather"
 fake.fail_next(2, status=500)               # the next two requests (any endpoint) fail
-with serve_in_thread(fake.app) as base_url:
-    client = openai.AsyncOpenAI(api_key="k", base_url=base_url + "/v1")
+with fake.running() as base_url:  # "http://127.0.0.1:PORT/v1", also fake.base_url meanwhile
+    client = openai.AsyncOpenAI(api_key="k", base_url=base_url)
 ```
 
 How a chat reply is chosen, first match wins:
@@ -38,7 +40,8 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -70,6 +73,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.testing.serve import serve_in_thread
 
 Endpoint = Literal["chat", "embeddings"]
 
@@ -160,6 +164,7 @@ class FakeOpenAI:
         self.ops: list[str] = []  # the `X-ReMe-Op` header of every chat request, in arrival order
         self._faults: list[_Fault] = []
         self._ids = itertools.count(1)
+        self._base_url: str | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -168,6 +173,24 @@ class FakeOpenAI:
                 Route("/embeddings", self._embeddings, methods=["POST"]),
             ]
         )
+
+    @contextmanager
+    def running(self) -> Iterator[str]:
+        """Serve the fake on a free loopback port for the length of the `with` block; yields its OpenAI base URL
+        (`http://127.0.0.1:PORT/v1`), which `base_url` also answers meanwhile."""
+        with serve_in_thread(self.app) as url:
+            self._base_url = f"{url}/v1"
+            try:
+                yield self._base_url
+            finally:
+                self._base_url = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL while `running()`; a `RuntimeError` otherwise."""
+        if self._base_url is None:
+            raise RuntimeError("the fake OpenAI server is not running (serve it with `with fake.running():`)")
+        return self._base_url
 
     # ------------------------------------------------------------------ scripting
 
