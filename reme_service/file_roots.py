@@ -31,7 +31,7 @@ from pathlib import Path
 
 from reme_service.errors import InvalidRequestError, PathNotAllowedError
 from reme_service.schema.paths import path_problem
-from reme_service.schema.workspace_ids import file_name
+from reme_service.schema.workspace_ids import WorkspaceId, file_name
 
 #: the libraries that ship with the service (a source checkout's docs/library)
 PACKAGED_LIBRARIES = Path(__file__).resolve().parent.parent / "docs" / "library"
@@ -61,7 +61,7 @@ class FileRoots:
     def configured(cls, paths: list[str]) -> FileRoots:
         return cls([FileRoot(raw.rstrip("/") or raw, Path(raw).expanduser().resolve(), writable=True) for raw in paths])
 
-    def for_workspace(self, workspace_id: str) -> FileRoots:
+    def for_workspace(self, workspace_id: WorkspaceId) -> FileRoots:
         """The roots as a caller with a key for `workspace_id` sees them: each writable root narrowed to the
         workspace's folder in it (same name, so `libraries/team.jsonl` is `<root>/workspaces/<id>/team.jsonl`),
         the read-only ones whole."""

@@ -39,6 +39,7 @@ from proc_info import rss_mib
 from retrieval_speed import make_memory, make_queries
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.packed import PackedNodes, StoredNode
 from reme_service.stores.params import AnnParams, LocalStoreParams
@@ -80,7 +81,7 @@ async def build(path: Path, count: int, dim: int, threads: int) -> dict[str, flo
     await store.start()
     await store.replace_workspace(WS, nodes)
     committed = time.perf_counter()
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     await until(lambda: state.ann is not None or state.ann_dirty is None)
     if state.ann is None:
         raise SystemExit("the index was not built (is the workspace below ann.min_rows?)")
@@ -112,7 +113,7 @@ async def measure(path: Path, dim: int, queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     await store.search_vector(WS, vectors[0], top_k=TOP_K, exact=True)  # opens the workspace
     load_s = time.perf_counter() - started
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     reloaded = state.ann is not None
     await until(lambda: state.ann is not None)  # (a rebuild, if the file was not usable)
     rss, peak = rss_mib(), peak_rss_mib()

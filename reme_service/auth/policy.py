@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from reme_service.auth.caller import Caller, Scope
 from reme_service.config.models import FlowConfig
 from reme_service.errors import ForbiddenError
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 
 
 class RequestScope(BaseModel):
@@ -29,8 +29,8 @@ class RequestScope(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     caller: Caller
-    #: validated; a flow request's empty `workspace_id` is already the configured `default_workspace`
-    workspace_id: str
+    #: validated (a `WorkspaceId`); a flow request's empty `workspace_id` is already the configured `default_workspace`
+    workspace_id: WorkspaceId
     #: what the request needs of the caller's key: `read`, or `write` for anything that may change memories
     needed: Scope
 

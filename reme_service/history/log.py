@@ -26,7 +26,7 @@ import orjson
 
 from reme_service.durable import append_synced, atomic_write, exclusive_lock, fsync_path
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
-from reme_service.schema.workspace_ids import file_name
+from reme_service.schema.workspace_ids import WorkspaceId, file_name, validate_workspace_id
 
 LOCK_NAME = ".lock"
 SCRUBBED = ("before", "after")
@@ -39,7 +39,7 @@ class HistoryLog:
         self.directory = directory
         self._lock = threading.Lock()
 
-    def path_for(self, workspace_id: str) -> Path:
+    def path_for(self, workspace_id: WorkspaceId) -> Path:
         return self.directory / f"{file_name(workspace_id)}.jsonl"
 
     @contextmanager
@@ -54,8 +54,8 @@ class HistoryLog:
         it. Without a scrub this is one append; with one, the file is rewritten atomically."""
         if not steps:
             return
+        path = self.path_for(validate_workspace_id(workspace_id))  # (the trail's ids passed a store's check)
         with self._locked():
-            path = self.path_for(workspace_id)
             if any(isinstance(step, Scrub) for step in steps):
                 self._rewrite(path, steps)
             else:
@@ -101,8 +101,9 @@ class HistoryLog:
 
     def read_sync(self, workspace_id: str, memory_id: str) -> list[dict[str, Any]]:
         """The entries of one memory, oldest first."""
+        path = self.path_for(validate_workspace_id(workspace_id))
         try:
-            raw = self.path_for(workspace_id).read_bytes()
+            raw = path.read_bytes()
         except FileNotFoundError:
             return []
         needle = orjson.dumps(memory_id)

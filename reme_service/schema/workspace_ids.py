@@ -10,12 +10,19 @@ character becomes `%XX` per UTF-8 byte (`%` itself never stood in an old id). A 
 `MAX_FILE_NAME_BYTES` is cut at an escape boundary and completed by `~` and a hash of the id (`~` never appears in an
 encoded name); such a name is not reversible, so whoever needs the id back keeps it beside the data (the local
 store writes it in its snapshot header). Chroma and Elasticsearch have names of their own: `stores/names.py`.
+
+`WorkspaceId` is an id that passed `validate_workspace_id`. Every function that turns an id into a name reaching a
+file system or a server (`file_name` here, the collection, index and table names of `stores/names.py`) takes one,
+so mypy proves that no unchecked string becomes such a name. The service validates where a request enters (the
+`auth.policy.RequestScope` of the request, the management routes) and each store at the entry of each public
+operation (whose contract keeps `workspace_id: str`); inside, only `WorkspaceId`s travel.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from typing import NewType
 from urllib.parse import unquote
 
 from reme_service.errors import InvalidRequestError
@@ -26,20 +33,29 @@ HASH_MARK = "~"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _ENCODED = re.compile(r"^(?:[A-Za-z0-9._-]|%[0-9A-F]{2})+$")
 
+#: a workspace id that passed `validate_workspace_id` (or was read back from a name made of one)
+WorkspaceId = NewType("WorkspaceId", str)
+
 #: what the request model shows in OpenAPI (the service's own check, `validate_workspace_id`, says more)
 WORKSPACE_ID_PATTERN = r"^[^/\\\x00-\x1f\x7f]{0,256}$"
 DESCRIPTION = "1-256 printable characters (spaces allowed) other than '/' and '\\', not only dots"
 
 
-def validate_workspace_id(workspace_id: str) -> str:
-    """The id itself when valid; else a 400 naming the field and the rule."""
+def validate_workspace_id(workspace_id: str) -> WorkspaceId:
+    """The id itself, as a `WorkspaceId`, when valid; else a 400 naming the field and the rule."""
     problem = _problem(workspace_id)
     if problem is not None:
         shown = workspace_id if len(workspace_id) <= 80 else workspace_id[:80] + "…"
         raise InvalidRequestError(
             f"invalid workspace_id {shown!r}: {problem}; use {DESCRIPTION}", details={"field": "workspace_id"}
         )
-    return workspace_id
+    return WorkspaceId(workspace_id)
+
+
+def parse_workspace_id(raw: str) -> WorkspaceId | None:
+    """`raw` as a `WorkspaceId` when valid, else None: for ids read back from storage (a name's metadata, a
+    snapshot header), where an invalid one is skipped rather than refused."""
+    return WorkspaceId(raw) if _problem(raw) is None else None
 
 
 def _problem(workspace_id: str) -> str | None:
@@ -56,7 +72,7 @@ def _problem(workspace_id: str) -> str | None:
     return None
 
 
-def file_name(workspace_id: str) -> str:
+def file_name(workspace_id: WorkspaceId) -> str:
     """The id as a file or folder name (see the module docstring), e.g. `alice@example.com` ->
     `alice%40example.com`, `team-1` -> `team-1`."""
     pieces = [ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in workspace_id]
@@ -81,7 +97,7 @@ def shortened(pieces: list[str], workspace_id: str, budget: int, mark: str) -> s
     return f"{''.join(kept)}{mark}{digest}"
 
 
-def workspace_from_file_name(name: str) -> str | None:
+def workspace_from_file_name(name: str) -> WorkspaceId | None:
     """The id a file name stands for; None for a hashed (long-id) name or a name that is not an encoded id."""
     if not _ENCODED.fullmatch(name):
         return None
@@ -89,6 +105,7 @@ def workspace_from_file_name(name: str) -> str | None:
         workspace_id = unquote(name, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
         return None
-    if _problem(workspace_id) is not None or file_name(workspace_id) != name:
+    valid = parse_workspace_id(workspace_id)
+    if valid is None or file_name(valid) != name:
         return None
-    return workspace_id
+    return valid

@@ -1,6 +1,7 @@
 """Workspace ids as Chroma collection names and Elasticsearch index names: injective, and reversible where they can be.
 
-Workspace ids are 1-256 printable characters (`schema/workspace_ids.py`, validated before they get here); the ids
+Workspace ids are 1-256 printable characters (`schema/workspace_ids.py`; the encoders take only a validated
+`WorkspaceId`); the ids
 of earlier versions (`[A-Za-z0-9._-]`) keep the names they had. The backends have their own rules:
 
 * **Chroma** collection names: 3-512 characters from `[A-Za-z0-9._-]`, starting and ending with a letter or digit.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 
 from reme_service.errors import ConfigError
-from reme_service.schema.workspace_ids import shortened
+from reme_service.schema.workspace_ids import WorkspaceId, shortened
 
 _CHROMA_ESCAPES = {"_": "_u", ".": "_d"}
 _CHROMA_UNESCAPES = {"u": "_", "d": "."}
@@ -56,7 +57,7 @@ def check_es_prefix(prefix: str) -> str:
     return prefix
 
 
-def _chroma_pieces(workspace_id: str) -> list[str]:
+def _chroma_pieces(workspace_id: WorkspaceId) -> list[str]:
     pieces = []
     for ch in workspace_id:
         if ch in _CHROMA_ESCAPES:
@@ -68,18 +69,18 @@ def _chroma_pieces(workspace_id: str) -> list[str]:
     return pieces
 
 
-def _chroma_encode(workspace_id: str, budget: int = _CHROMA_MAX_NAME) -> str:
+def _chroma_encode(workspace_id: WorkspaceId, budget: int = _CHROMA_MAX_NAME) -> str:
     """The encoded id; one longer than `budget` is cut at an escape boundary and completed by `_h` and a hash of
     the id (not reversible: the store keeps the id in the collection's metadata)."""
     return shortened(_chroma_pieces(workspace_id), workspace_id, budget, "_h")
 
 
-def chroma_collection_name(workspace_id: str, prefix: str = "reme-") -> str:
+def chroma_collection_name(workspace_id: WorkspaceId, prefix: str = "reme-") -> str:
     """The collection holding a workspace, e.g. `my.ws_1` -> `reme-my_dws_u1_e`, `a@b` -> `reme-a_x000040b_e`."""
     return f"{prefix}{_chroma_encode(workspace_id)}{_CHROMA_END}"
 
 
-def chroma_temp_name(workspace_id: str, kind: str, token: str, prefix: str = "reme-") -> str:
+def chroma_temp_name(workspace_id: WorkspaceId, kind: str, token: str, prefix: str = "reme-") -> str:
     """A staging (`kind="s"`) or trash (`kind="t"`) collection name for a workspace; `token` is hex."""
     if kind not in ("s", "t") or not re.fullmatch(r"[0-9a-f]+", token):
         raise ValueError(f"bad temporary collection kind {kind!r} or token {token!r}")
@@ -120,7 +121,7 @@ def chroma_workspace_id(name: str, prefix: str = "reme-") -> str | None:
     return "".join(out) or None
 
 
-def _es_encode(workspace_id: str) -> list[str]:
+def _es_encode(workspace_id: WorkspaceId) -> list[str]:
     """The encoded pieces (one per character of the id), so a cut never splits an escape."""
     pieces = []
     for ch in workspace_id:
@@ -135,7 +136,7 @@ def _es_encode(workspace_id: str) -> list[str]:
     return pieces
 
 
-def es_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
+def es_alias_name(workspace_id: WorkspaceId, prefix: str = "reme-") -> str:
     """The alias naming a workspace, e.g. `My_ws` -> `reme-_my__ws`."""
     return prefix + shortened(_es_encode(workspace_id), workspace_id, _ES_MAX_ALIAS - len(prefix), _ES_HASH_MARK)
 
@@ -184,7 +185,7 @@ def es_workspace_id(alias: str, prefix: str = "reme-") -> str | None:
     return "".join(out) or None
 
 
-def qdrant_alias_name(workspace_id: str, prefix: str = "reme-") -> str:
+def qdrant_alias_name(workspace_id: WorkspaceId, prefix: str = "reme-") -> str:
     """The Qdrant alias of a workspace: the Chroma encoding, kept under Qdrant's name limits (a long id is hashed)."""
     return f"{prefix}{_chroma_encode(workspace_id, _QDRANT_MAX_NAME)}{_CHROMA_END}"
 

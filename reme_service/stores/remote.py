@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import Condition
 from reme_service.stores.remote_filter import FilterPlan, plan_filter
@@ -154,43 +154,43 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         """The planned conditions (see `plan_filter`) in the backend's own filter language."""
 
     @abstractmethod
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         """The dimension the workspace's vectors must have; None for an unknown workspace (or one that does not
         fix it yet)."""
 
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         """The embedding space recorded with the workspace (None: unknown workspace, none recorded, or a backend
         that records none: the default). A backend that records one writes it with every upsert and replace."""
         return None
 
     @abstractmethod
-    async def _scan(self, workspace_id: str, native: F, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, native: F, *, with_vectors: bool) -> list[VectorNode]:
         """Every node the native filter selects, in listing order ([] for an unknown workspace)."""
 
     @abstractmethod
     async def _search_native(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: F
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, native: F
     ) -> list[SearchHit]:
         """The backend's own nearest-neighbour search under an exact native filter, best first."""
 
     @abstractmethod
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         """The stored nodes among `ids` (unique), with vectors, in any order ([] for an unknown workspace)."""
 
     @abstractmethod
-    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         """Write a prepared, non-empty batch; runs shielded from the caller's cancellation."""
 
     @abstractmethod
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         """Delete these (unique) ids; returns how many existed. Runs shielded."""
 
     @abstractmethod
-    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         """Make the workspace hold exactly `batch`, atomically. Runs shielded."""
 
     @abstractmethod
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         """Drop the workspace; True if it existed. Runs shielded."""
 
     def _check_batch(self, batch: Prepared) -> None:
@@ -202,18 +202,18 @@ class RemoteVectorStore(VectorStore, Generic[F]):
 
     # ----- the operations, in terms of the hooks -----
 
-    def _plan(self, filter: Mapping[str, Any] | None, workspace_id: str) -> tuple[FilterPlan, F]:
+    def _plan(self, filter: Mapping[str, Any] | None, workspace_id: WorkspaceId) -> tuple[FilterPlan, F]:
         """Validate and plan `filter` for the workspace, and translate what the plan leaves to the backend."""
         plan = plan_filter(filter, workspace_id)
         return plan, self._translate(plan.conditions)
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         dim = await self._stored_dim(workspace_id)
         return None if dim is None else recorded_space(await self._stored_space(workspace_id), dim)
 
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         await self.check_space(workspace_id, "write to")
         batch = await self.prepare(workspace_id, nodes, await self._stored_dim(workspace_id))
         self._check_batch(batch)
@@ -223,24 +223,24 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         return await self._shielded(self._commit_upsert(workspace_id, batch))
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         unique = list(dict.fromkeys(ids))
         if not unique:
             return 0
         return await self._shielded(self._commit_delete(workspace_id, unique))
 
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         batch = await self.prepare(workspace_id, nodes, None)
         self._check_batch(batch)
         return await self._shielded(self._commit_replace(workspace_id, batch))
 
     async def delete_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._shielded(self._commit_drop(workspace_id))
 
     async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
@@ -256,7 +256,7 @@ class RemoteVectorStore(VectorStore, Generic[F]):
         filter: Filter | None = None,
         exact: bool = False,
     ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if top_k <= 0:
             return []
@@ -276,7 +276,7 @@ class RemoteVectorStore(VectorStore, Generic[F]):
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
     ) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if plan.impossible or native.impossible:
             return []

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from reme_service.errors import InvalidRequestError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.filters import compile_filter
 from reme_service.stores.spaces import EmbeddingSpace, check_space, recorded_space
@@ -98,58 +98,58 @@ class TemplateVectorStore(VectorStore):
 
     def __init__(self, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
-        self._commit_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._commit_locks: defaultdict[WorkspaceId, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # ----- the hooks a backend implements -----
 
     @abstractmethod
-    async def _exists(self, workspace_id: str) -> bool:
+    async def _exists(self, workspace_id: WorkspaceId) -> bool:
         """Whether the workspace exists (created, or written to, and not dropped since)."""
 
     @abstractmethod
-    async def _create(self, workspace_id: str) -> None:
+    async def _create(self, workspace_id: WorkspaceId) -> None:
         """Make the workspace, empty. Called only when `_exists` said no."""
 
     @abstractmethod
-    async def _drop(self, workspace_id: str) -> bool:
+    async def _drop(self, workspace_id: WorkspaceId) -> bool:
         """Remove the workspace with its nodes and its recorded dimension and space; True if it existed."""
 
     @abstractmethod
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         """The dimension of the workspace's vectors (recorded by `_write` / `_replace`); None for an unknown
         workspace and for one that never held a vector or was replaced by an empty set."""
 
     @abstractmethod
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         """The space the last `_write` / `_replace` recorded (`batch.space`); None for an unknown workspace."""
 
     @abstractmethod
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         """The stored nodes among `ids` (unique, non-empty), in any order; [] for an unknown workspace."""
 
     @abstractmethod
-    async def _scan(self, workspace_id: str, filter: Filter | None, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, filter: Filter | None, *, with_vectors: bool) -> list[VectorNode]:
         """The workspace's nodes in insertion order (a replaced node keeps its first place); [] for an unknown
         workspace. `filter` (already validated) may narrow the read: the caller applies it again, so returning
         every node is correct. With `with_vectors`, every node carries its vector."""
 
     @abstractmethod
-    async def _write(self, workspace_id: str, batch: Batch) -> None:
+    async def _write(self, workspace_id: WorkspaceId, batch: Batch) -> None:
         """Insert or replace the batch's nodes by id (a replaced node keeps its place in the insertion order),
         creating the workspace when missing, and record `batch.dim` and `batch.space` with it. Called with a
         non-empty batch, one write per workspace at a time, in a task the caller's cancellation does not stop."""
 
     @abstractmethod
-    async def _delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         """Delete these (unique, non-empty) ids; how many existed (0 for an unknown workspace). Called as `_write`."""
 
     @abstractmethod
-    async def _replace(self, workspace_id: str, batch: Batch) -> None:
+    async def _replace(self, workspace_id: WorkspaceId, batch: Batch) -> None:
         """Make the workspace (created when missing) hold exactly the batch's nodes, in its order, with its
         `dim` and `space` recorded, in one step: a reader sees the old set or the new one. Called as `_write`."""
 
     async def _nearest(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, filter: Filter | None, *, exact: bool
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, filter: Filter | None, *, exact: bool
     ) -> list[SearchHit]:
         """The `top_k` nodes nearest the unit `query` among those matching `filter`, scored by cosine, best first.
         Here: every matching node ranked exactly (`exact` changes nothing). A backend with an index of its own
@@ -160,7 +160,7 @@ class TemplateVectorStore(VectorStore):
 
     # ----- the operations, in terms of the hooks -----
 
-    async def _committed(self, workspace_id: str, commit: Coroutine[Any, Any, T]) -> T:
+    async def _committed(self, workspace_id: WorkspaceId, commit: Coroutine[Any, Any, T]) -> T:
         """Run `commit` after the workspace's earlier writes, shielded from the caller's cancellation."""
 
         async def in_order() -> T:
@@ -197,11 +197,14 @@ class TemplateVectorStore(VectorStore):
         )
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._exists(workspace_id)
 
     async def create_workspace(self, workspace_id: str) -> None:
-        validate_workspace_id(workspace_id)
+        await self._ensure(validate_workspace_id(workspace_id))
+
+    async def _ensure(self, workspace_id: WorkspaceId) -> None:
+        """Create the workspace unless it exists, after its earlier writes."""
 
         async def create() -> None:
             if not await self._exists(workspace_id):
@@ -210,20 +213,22 @@ class TemplateVectorStore(VectorStore):
         await self._committed(workspace_id, create())
 
     async def delete_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._committed(workspace_id, self._drop(workspace_id))
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
-        validate_workspace_id(workspace_id)
+        return await self._space(validate_workspace_id(workspace_id))
+
+    async def _space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         dim = await self._stored_dim(workspace_id)
         return None if dim is None else recorded_space(await self._stored_space(workspace_id), dim)
 
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
-        await self.check_space(workspace_id, "write to")
+        workspace_id = validate_workspace_id(workspace_id)
+        check_space(workspace_id, await self._space(workspace_id), self.space, "write to")
         batch = await self.prepare(workspace_id, nodes, await self._stored_dim(workspace_id))
         if not batch.ids:
-            await self.create_workspace(workspace_id)
+            await self._ensure(workspace_id)
             return 0
 
         async def write() -> int:
@@ -236,20 +241,20 @@ class TemplateVectorStore(VectorStore):
         return await self._committed(workspace_id, write())
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         unique = list(dict.fromkeys(ids))
         if not unique:
             return 0
         return await self._committed(workspace_id, self._delete(workspace_id, unique))
 
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         batch = await self.prepare(workspace_id, nodes, None)
         await self._committed(workspace_id, self._replace(workspace_id, batch))
         return len(batch)
 
     async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
@@ -265,7 +270,7 @@ class TemplateVectorStore(VectorStore):
         filter: Filter | None = None,
         exact: bool = False,
     ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         predicate = compile_filter(filter)
         if top_k <= 0:
             return []
@@ -286,7 +291,7 @@ class TemplateVectorStore(VectorStore):
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
     ) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         predicate = compile_filter(filter)
         nodes = await self._scan(workspace_id, filter, with_vectors=with_vectors)
         return [
@@ -296,7 +301,7 @@ class TemplateVectorStore(VectorStore):
         ]
 
     @staticmethod
-    def _copy(node: VectorNode, workspace_id: str, *, with_vector: bool) -> VectorNode:
+    def _copy(node: VectorNode, workspace_id: WorkspaceId, *, with_vector: bool) -> VectorNode:
         """A copy the caller may change: its own metadata, its workspace's id, a float32 vector or none."""
         vector = np.array(node.vector, dtype=np.float32) if with_vector and node.vector is not None else None
         metadata = orjson.loads(orjson.dumps(node.metadata))

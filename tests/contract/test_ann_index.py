@@ -18,6 +18,7 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.inproc.ann import AnnIndex
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
@@ -96,7 +97,7 @@ async def test_the_index_follows_inserts_replaces_and_deletes() -> None:
     store = MemoryVectorStore(MemoryStoreParams(ann=WIDE), embedder=HashEmbeddingClient(dimensions=DIM))
     rng = np.random.default_rng(1)
     await store.upsert(WS, nodes(0, 400, seed=1))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     assert state.ann is not None  # small: built at once
     probes = queries(12)
     next_id = 400
@@ -126,7 +127,7 @@ async def test_a_background_build_catches_up_with_the_writes_made_during_it(monk
     store = MemoryVectorStore(MemoryStoreParams(ann=params), embedder=HashEmbeddingClient(dimensions=DIM))
     total = INLINE_ROWS + 200
     await store.upsert(WS, nodes(0, total, seed=2))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     await anyio.to_thread.run_sync(started.wait, 30)
     assert state.ann is None  # building: searches are exact meanwhile
     await assert_answers_as_exact(store, WS, queries(2))
@@ -151,7 +152,7 @@ async def _reopened_state(path: Path, ann: AnnParams) -> tuple[LocalVectorStore,
     store = local_store(path, ann)
     await store.start()
     await store.list_ids(WS)  # loads the workspace
-    return store, store._spaces[WS]
+    return store, store._spaces[WorkspaceId(WS)]
 
 
 async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ async def test_the_index_file_is_reloaded_only_when_it_matches_the_snapshot(tmp_
     store = local_store(tmp_path, ann)
     await store.start()
     await store.replace_workspace(WS, nodes(0, INLINE_ROWS + 100, seed=5))
-    first = store._spaces[WS]
+    first = store._spaces[WorkspaceId(WS)]
     await until(lambda: first.ann is not None and (tmp_path / f"{WS}.ann").exists(), limit=BUILD_LIMIT)
     await store.upsert(WS, nodes(50, 10, seed=6))  # in the log only: replayed onto the reloaded index
     await store.delete_ids(WS, ["n3", "n4"])
@@ -232,7 +233,7 @@ async def test_kill_9_during_index_updates_loses_nothing_and_the_index_agrees(tm
                     assert uid not in present, f"{uid} was deleted and came back"
                 elif uid not in maybe_deleted:
                     assert uid in present, f"acknowledged {uid} was lost"
-        state = store._spaces[writer.WORKSPACE]
+        state = store._spaces[WorkspaceId(writer.WORKSPACE)]
         assert state.ann is not None
         assert_index_follows_rows(state)
         probes = queries(8, seed=wanted, dim=writer.DIM)

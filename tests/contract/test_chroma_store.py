@@ -13,6 +13,7 @@ import pytest
 
 from reme_service.errors import DimensionMismatchError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.base import VectorStore
 from reme_service.stores.chroma.client import close_async_http_client
 from reme_service.stores.chroma.store import ChromaVectorStore
@@ -178,7 +179,7 @@ async def test_collection_names_are_chroma_names(chroma_server: ChromaServer) ->
     client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
     try:
         await store.upsert("My.ws_1", [make_node("a")])
-        collection = await client.get_collection(chroma_collection_name("My.ws_1"))
+        collection = await client.get_collection(chroma_collection_name(WorkspaceId("My.ws_1")))
         assert collection.name == "reme-My_dws_u1_e" and collection.metadata["reme_workspace_id"] == "My.ws_1"
         assert (await collection.get(ids=["a"]))["documents"] == ["text of a"]
         # replace_workspace leaves no staging or trash collection behind
@@ -225,7 +226,7 @@ async def test_foreign_collection_dimension_is_400_at_first_write(chroma_server:
     import chromadb
 
     client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
-    name = chroma_collection_name("foreign", "f-")
+    name = chroma_collection_name(WorkspaceId("foreign"), "f-")
     collection = await client.create_collection(name, embedding_function=None)
     await collection.add(ids=["old"], embeddings=np.array([[1.0, 0.0, 0.0]], np.float32))
     store = ChromaVectorStore(
@@ -282,7 +283,7 @@ async def test_an_older_collection_takes_the_space_at_its_first_write(chroma_ser
     import chromadb
 
     client = await chromadb.AsyncHttpClient(host=chroma_server.host, port=chroma_server.port)
-    name = chroma_collection_name("older", "o-")
+    name = chroma_collection_name(WorkspaceId("older"), "o-")
     collection = await client.create_collection(name, embedding_function=None, metadata={"reme_workspace_id": "older"})
     await collection.add(ids=["old"], embeddings=[unit_vector(1).tolist()], documents=["written before spaces"])
     params = ChromaStoreParams(host=chroma_server.host, port=chroma_server.port, collection_prefix="o-")

@@ -18,6 +18,7 @@ import pytest
 
 from reme_service.errors import DimensionMismatchError, InvalidRequestError, PayloadTooLargeError, StoreError
 from reme_service.ops.vector_store.reembed import reembed_workspace
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.es.store import ElasticsearchVectorStore
 from reme_service.stores.names import es_lock_index_name
 from reme_service.stores.params import ElasticsearchStoreParams
@@ -171,7 +172,7 @@ async def test_hybrid_search_fuses_bm25_and_knn(es_url: str) -> None:
 
 async def test_replace_swaps_the_alias_atomically(store: ElasticsearchVectorStore) -> None:
     await store.upsert(WS, corpus_nodes())
-    alias = store._alias(WS)
+    alias = store._alias(WorkspaceId(WS))
     before = set((await store.es.indices.get_alias(name=alias)).body)
     await store.replace_workspace(WS, [make_node("x", "new x")])
     after = set((await store.es.indices.get_alias(name=alias)).body)
@@ -230,7 +231,9 @@ async def test_older_indices_adopt_the_space_and_a_reembed_elsewhere_is_seen(es_
     params = ElasticsearchStoreParams(hosts=[es_url], index_prefix=prefix)
     older = ElasticsearchVectorStore(params, embedder=CountingEmbedder())
     await older.upsert(WS, corpus_nodes())
-    await older.es.indices.put_mapping(index=older._alias(WS), meta={"reme_workspace_id": WS})  # no space: older
+    await older.es.indices.put_mapping(
+        index=older._alias(WorkspaceId(WS)), meta={"reme_workspace_id": WS}
+    )  # no space: older
     upgraded = ElasticsearchVectorStore(params, embedder=CountingEmbedder())  # the old embedder, this version
     a = ElasticsearchVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))
     b = ElasticsearchVectorStore(params, embedder=CountingEmbedder(model_name="new-model"))

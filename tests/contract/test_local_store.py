@@ -23,6 +23,7 @@ import pytest
 
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.hash import HashEmbeddingClient
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.inproc import node_table
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.resident import footprint
@@ -539,7 +540,7 @@ async def test_a_search_counts_what_it_built(tmp_path: Path) -> None:
     assert rows >= DENSE_MIN_ROWS
     try:
         await store.upsert(WS, [make_node(f"n{i}", f"note {i} about the garden") for i in range(rows)])
-        state = store._spaces[WS]
+        state = store._spaces[WorkspaceId(WS)]
         assert state.quantized is None and store.files.resident.total == footprint(state)
         await store.search(WS, "garden", top_k=1)  # builds the int8 copy
         assert state.quantized is not None and store.files.resident.total == footprint(state)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from reme_service.ops.vector_store.recall_vector_store_op import LEXICAL_WEIGHT
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.services import Services
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.testing.run_op import op_services, run_flow
@@ -52,7 +53,7 @@ def memory_ids(result: dict[str, object]) -> list[str]:
 
 async def test_exact_ranks_every_memory_of_an_indexed_workspace(services: Services) -> None:
     store = services.store("default").inner
-    assert isinstance(store, MemoryVectorStore) and store._spaces[WS].ann is not None
+    assert isinstance(store, MemoryVectorStore) and store._spaces[WorkspaceId(WS)].ann is not None
     embedder = services.store_embedder("default")
     rng = random.Random(9)
     differed = 0

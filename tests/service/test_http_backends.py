@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.chroma.client import close_async_http_client
 from reme_service.stores.names import chroma_collection_name
 from reme_service.testing.serve import serve_in_thread
@@ -273,7 +274,7 @@ def test_foreign_dimension_is_400_at_the_first_write(serve: ServeFn, chroma_serv
         await close_async_http_client(client)
 
     prefix = f"d{secrets.token_hex(4)}-"
-    asyncio.run(make_foreign(chroma_collection_name("ws", prefix)))
+    asyncio.run(make_foreign(chroma_collection_name(WorkspaceId("ws"), prefix)))
     overrides = [
         "vector_store.default.backend=chroma",
         f"vector_store.default.params.host={chroma_server.host}",

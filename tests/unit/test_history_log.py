@@ -11,6 +11,7 @@ import pytest
 
 from reme_service.history.entry import HistoryEntry, Scrub
 from reme_service.history.log import HistoryLog
+from reme_service.schema.workspace_ids import WorkspaceId
 
 ROUNDS = 60
 
@@ -54,10 +55,10 @@ def test_concurrent_processes_lose_no_entry(tmp_path: Path) -> None:
 def test_a_torn_line_is_skipped_and_ended(tmp_path: Path) -> None:
     log = HistoryLog(tmp_path)
     log.write_sync("ws", [HistoryEntry(event="ADD", memory_id="m1", after={"content": "one"})])
-    with open(log.path_for("ws"), "ab") as file:
+    with open(log.path_for(WorkspaceId("ws")), "ab") as file:
         file.write(b'{"event":"UPDATE","memory_id":"m1","bef')  # a crash in the middle of an append
     log.write_sync("ws", [HistoryEntry(event="DELETE", memory_id="m1")])
     assert [e["event"] for e in log.read_sync("ws", "m1")] == ["ADD", "DELETE"]
     log.write_sync("ws", [Scrub(None)])
-    assert b"bef" not in log.path_for("ws").read_bytes()
+    assert b"bef" not in log.path_for(WorkspaceId("ws")).read_bytes()
     assert [e["after"] for e in log.read_sync("ws", "m1")] == [None, None]

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from reme_service.flow.op import AnyOp
 from reme_service.ops.common.context import ServiceContext
 from reme_service.schema.memory import TaskMemory
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.services import Services
 
 
@@ -19,7 +20,9 @@ class _Request(BaseModel):
 
 def _context() -> ServiceContext:
     services = cast(Services, object())  # publishing never touches the services
-    return ServiceContext(flow_name="f", request_id="r", request=_Request(), services=services, workspace_id="ws")
+    return ServiceContext(
+        flow_name="f", request_id="r", request=_Request(), services=services, workspace_id=WorkspaceId("ws")
+    )
 
 
 def _memory(n: int) -> TaskMemory:

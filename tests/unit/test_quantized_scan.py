@@ -9,6 +9,7 @@ import pytest
 
 from reme_service.providers.embedding.hash import HashEmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.inproc.quantized import BLOCK_ROWS, QuantizedRows
 from reme_service.stores.inproc.ranking import dot_rows
@@ -62,7 +63,7 @@ def assert_ranked_as_full_scan(hits: list[SearchHit], everything: dict[str, floa
 
 
 async def assert_scans_agree(store: MemoryVectorStore, probes: np.ndarray) -> None:
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     for i, probe in enumerate(probes):
         k = (1, 5, 20)[i % 3]
         query = as_query(probe, WS, DIM)
@@ -100,7 +101,7 @@ async def test_many_equal_scores_are_ranked_as_the_full_scan_ranks_them() -> Non
     count = QUANTIZED_FROM + 500
     distinct = clustered(30, seed=4)
     await store.upsert(WS, nodes(range(count), distinct[np.arange(count) % 30]))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     for probe in clustered(20, seed=5):
         query = as_query(probe, WS, DIM)
         assert_ranked_as_full_scan(await store.search_vector(WS, probe, top_k=50), full_scores(state, query, None), 50)
@@ -112,10 +113,10 @@ async def test_the_copy_is_built_only_where_it_pays_and_is_counted() -> None:
     store = MemoryVectorStore(MemoryStoreParams(), embedder=HashEmbeddingClient(dimensions=DIM))
     await store.upsert("small", nodes(range(QUANTIZED_FROM - 1), clustered(QUANTIZED_FROM - 1, seed=6)))
     await store.search_vector("small", clustered(1, seed=7)[0], top_k=3)
-    assert store._spaces["small"].quantized is None  # a float32 scan of this few rows is cheap enough
+    assert store._spaces[WorkspaceId("small")].quantized is None  # a float32 scan of this few rows is cheap enough
 
     await store.upsert(WS, nodes(range(QUANTIZED_FROM), clustered(QUANTIZED_FROM, seed=6)))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     before = footprint(state)
     await store.search_vector(WS, clustered(1, seed=7)[0], top_k=3)
     quantized = state.quantized
@@ -130,7 +131,7 @@ async def test_an_approximate_index_replaces_the_copy() -> None:
         MemoryStoreParams(ann=AnnParams(min_rows=QUANTIZED_FROM + 10)), embedder=HashEmbeddingClient(dimensions=DIM)
     )
     await store.upsert(WS, nodes(range(QUANTIZED_FROM), clustered(QUANTIZED_FROM, seed=8)))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     await store.search_vector(WS, clustered(1, seed=9)[0], top_k=3)
     assert state.quantized is not None
     await store.upsert(WS, nodes(range(QUANTIZED_FROM, QUANTIZED_FROM + 10), clustered(10, seed=10)))
@@ -141,7 +142,7 @@ async def test_an_approximate_index_replaces_the_copy() -> None:
 async def test_no_copy_is_made_while_an_index_is_being_built() -> None:
     store = MemoryVectorStore(MemoryStoreParams(), embedder=HashEmbeddingClient(dimensions=DIM))
     await store.upsert(WS, nodes(range(QUANTIZED_FROM), clustered(QUANTIZED_FROM, seed=8)))
-    state = store._spaces[WS]
+    state = store._spaces[WorkspaceId(WS)]
     state.ann_dirty = set()  # what the store sets while a background build runs (`_build_ann`)
     await store.search_vector(WS, clustered(1, seed=9)[0], top_k=3)
     assert state.quantized is None

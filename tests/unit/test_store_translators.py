@@ -7,6 +7,7 @@ import re
 import pytest
 
 from reme_service.errors import ConfigError
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.chroma.where import chroma_where, node_metadata, record_metadata, stale_keys
 from reme_service.stores.es.query import es_filter, reciprocal_rank_fusion
 from reme_service.stores.names import (
@@ -20,13 +21,13 @@ from reme_service.stores.names import (
 )
 from reme_service.stores.remote_filter import plan_filter, scalar_leaves
 
-IDS = ["a", "My.WS_1", "-x-", "..a", "_", "a.", "A" * 128, "0" * 128, "x_0", "X_y.Z-9"]
+IDS = [WorkspaceId(w) for w in ("a", "My.WS_1", "-x-", "..a", "_", "a.", "A" * 128, "0" * 128, "x_0", "X_y.Z-9")]
 CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 ES_NAME = re.compile(r'^[a-z0-9][^A-Z\\/*?"<>| ,#:]*$')
 
 
 @pytest.mark.parametrize("workspace", IDS)
-def test_chroma_names_are_valid_and_reversible(workspace: str) -> None:
+def test_chroma_names_are_valid_and_reversible(workspace: WorkspaceId) -> None:
     name = chroma_collection_name(workspace)
     assert CHROMA_NAME.fullmatch(name) and ".." not in name
     assert chroma_workspace_id(name) == workspace
@@ -37,13 +38,13 @@ def test_chroma_names_are_valid_and_reversible(workspace: str) -> None:
 
 def test_chroma_names_are_distinct_and_foreign_names_do_not_decode() -> None:
     assert len({chroma_collection_name(w) for w in IDS}) == len(IDS)
-    assert chroma_collection_name("my.ws_1") != chroma_collection_name("My.WS_1")
+    assert chroma_collection_name(WorkspaceId("my.ws_1")) != chroma_collection_name(WorkspaceId("My.WS_1"))
     for foreign in ("reme-x", "other-a_e", "reme-a_xb_e", "reme-_e", "reme-a b_e"):
         assert chroma_workspace_id(foreign) is None
 
 
 @pytest.mark.parametrize("workspace", IDS)
-def test_es_names_are_lower_case_valid_and_reversible(workspace: str) -> None:
+def test_es_names_are_lower_case_valid_and_reversible(workspace: WorkspaceId) -> None:
     alias = es_alias_name(workspace)
     index = es_index_name(alias, 1_800_000_000_000_000_000)
     for name in (alias, index):
@@ -54,12 +55,12 @@ def test_es_names_are_lower_case_valid_and_reversible(workspace: str) -> None:
 
 
 def test_es_names_are_distinct_and_long_ones_hashed() -> None:
-    aliases = {es_alias_name(w) for w in [*IDS, "my.ws_1", "MY.ws_1"]}
+    aliases = {es_alias_name(w) for w in [*IDS, WorkspaceId("my.ws_1"), WorkspaceId("MY.ws_1")]}
     assert len(aliases) == len(IDS) + 2
-    long_upper = "AB" * 64
+    long_upper = WorkspaceId("AB" * 64)
     alias = es_alias_name(long_upper)
     assert len(alias) <= 200 and es_workspace_id(alias) is None
-    assert alias != es_alias_name("AB" * 63 + "AC")
+    assert alias != es_alias_name(WorkspaceId("AB" * 63 + "AC"))
     with pytest.raises(ConfigError):
         check_es_prefix("Reme-")
 

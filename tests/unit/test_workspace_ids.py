@@ -6,15 +6,22 @@ from __future__ import annotations
 import pytest
 
 from reme_service.errors import InvalidRequestError
-from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
+from reme_service.schema.workspace_ids import (
+    HASH_MARK,
+    WorkspaceId,
+    file_name,
+    validate_workspace_id,
+    workspace_from_file_name,
+)
 from reme_service.stores.names import chroma_collection_name, chroma_workspace_id, es_alias_name, es_workspace_id
 
-NEW_IDS = ["alice@example.com", "张三", "John Smith", "Alice", "alice", "ünïcödé-ü", "a%41", "x~y", "😀 emoji", "_.-"]
-OLD_IDS = ["default", "team-1", "my.ws_1", "A_B.c-d", "ws", ".hidden", "x" * 128]
+NEW_IDS = [WorkspaceId(w) for w in ("alice@example.com", "张三", "John Smith", "Alice", "alice", "ünïcödé-ü", "a%41")]
+NEW_IDS += [WorkspaceId(w) for w in ("x~y", "😀 emoji", "_.-")]
+OLD_IDS = [WorkspaceId(w) for w in ("default", "team-1", "my.ws_1", "A_B.c-d", "ws", ".hidden", "x" * 128)]
 
 
 @pytest.mark.parametrize("workspace_id", NEW_IDS + OLD_IDS)
-def test_every_encoding_round_trips(workspace_id: str) -> None:
+def test_every_encoding_round_trips(workspace_id: WorkspaceId) -> None:
     assert validate_workspace_id(workspace_id) == workspace_id
     assert workspace_from_file_name(file_name(workspace_id)) == workspace_id
     assert chroma_workspace_id(chroma_collection_name(workspace_id)) == workspace_id
@@ -30,8 +37,8 @@ def test_names_are_distinct_even_when_ids_differ_only_in_case() -> None:
 def test_old_ids_keep_their_names() -> None:
     for workspace_id in OLD_IDS:
         assert file_name(workspace_id) == workspace_id  # the local store's <id>.snap / <id>.wal of earlier versions
-    assert chroma_collection_name("my.ws_1") == "reme-my_dws_u1_e"
-    assert es_alias_name("My_ws") == "reme-_my__ws"
+    assert chroma_collection_name(WorkspaceId("my.ws_1")) == "reme-my_dws_u1_e"
+    assert es_alias_name(WorkspaceId("My_ws")) == "reme-_my__ws"
 
 
 def test_names_keep_to_each_backend_alphabet() -> None:
@@ -44,10 +51,10 @@ def test_names_keep_to_each_backend_alphabet() -> None:
 
 
 def test_a_long_id_gets_a_hashed_name_within_the_limits() -> None:
-    long_id = "长" * 256
+    long_id = WorkspaceId("长" * 256)
     name = file_name(long_id)
     assert HASH_MARK in name and len(name.encode()) <= 200 and workspace_from_file_name(name) is None
-    assert file_name("长" * 255 + "短") != name
+    assert file_name(WorkspaceId("长" * 255 + "短")) != name
     assert len(chroma_collection_name(long_id)) <= 512 and chroma_workspace_id(chroma_collection_name(long_id)) is None
     assert len(es_alias_name(long_id).encode()) <= 255
 

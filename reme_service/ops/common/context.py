@@ -15,13 +15,13 @@ from reme_service.auth.policy import RequestScope
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.workspace_ids import file_name
+from reme_service.schema.workspace_ids import WorkspaceId, file_name
 from reme_service.services import Services
 from reme_service.storage.guarded import GuardedStore
 from reme_service.storage.writer import Writer
 
 
-def workspace_working_root(root: Path, workspace_id: str) -> Path:
+def workspace_working_root(root: Path, workspace_id: WorkspaceId) -> Path:
     """The working-memory folder of one workspace (callers with an API key work in it; a workspace delete purges
     it)."""
     return root / "workspaces" / file_name(workspace_id)
@@ -40,7 +40,7 @@ class ServiceContext(FlowContext):
         request_id: str,
         request: BaseModel,
         services: Services,
-        workspace_id: str,
+        workspace_id: WorkspaceId,
         language: str = "",
         caller: Caller = TRUSTED,
         scope: RequestScope | None = None,

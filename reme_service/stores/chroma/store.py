@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.chroma.client import ChromaConnection, is_not_found
 from reme_service.stores.chroma.lease import ChromaLeases
 from reme_service.stores.chroma.where import (
@@ -121,11 +121,11 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
 
     # ----- collections -----
 
-    def _forget(self, workspace_id: str) -> None:
+    def _forget(self, workspace_id: WorkspaceId) -> None:
         self._collections.pop(workspace_id, None)
         self._dims.pop(workspace_id, None)
 
-    async def _collection(self, workspace_id: str, *, create: bool) -> Any:
+    async def _collection(self, workspace_id: WorkspaceId, *, create: bool) -> Any:
         """The workspace's collection handle, or None when it does not exist and `create` is false."""
         handle = self._collections.get(workspace_id)
         if handle is not None:
@@ -151,7 +151,9 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         self._collections[workspace_id] = handle
         return handle
 
-    async def _on_collection(self, workspace_id: str, work: Callable[[Any], Awaitable[T]], *, create: bool) -> T:
+    async def _on_collection(
+        self, workspace_id: WorkspaceId, work: Callable[[Any], Awaitable[T]], *, create: bool
+    ) -> T:
         """Run `work(collection)`; `_MISSING` when the workspace does not exist. A handle gone stale (the
         collection was dropped elsewhere) is refreshed once."""
         for attempt in (0, 1):
@@ -176,7 +178,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
             return lambda distance: min(max(1.0 - distance / 2.0, 0.0), 1.0)
         return lambda distance: min(max(1.0 - distance, 0.0), 1.0)
 
-    async def _dim(self, workspace_id: str, handle: Any) -> int | None:
+    async def _dim(self, workspace_id: WorkspaceId, handle: Any) -> int | None:
         """The dimension of the workspace's vectors (None while it holds none)."""
         dim = self._dims.get(workspace_id)
         if dim is None:
@@ -194,7 +196,9 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
 
     # ----- records -----
 
-    def _nodes(self, workspace_id: str, result: dict[str, Any], *, with_vectors: bool) -> list[tuple[int, VectorNode]]:
+    def _nodes(
+        self, workspace_id: WorkspaceId, result: dict[str, Any], *, with_vectors: bool
+    ) -> list[tuple[int, VectorNode]]:
         """`(seq, node)` pairs from a `get` result."""
         ids = result.get("ids") or []
         metadatas = result.get("metadatas") or [None] * len(ids)
@@ -215,7 +219,9 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
             out.append((seq if isinstance(seq, int) else 0, node))
         return out
 
-    async def _read_all(self, workspace_id: str, handle: Any, where: Any, *, with_vectors: bool) -> list[VectorNode]:
+    async def _read_all(
+        self, workspace_id: WorkspaceId, handle: Any, where: Any, *, with_vectors: bool
+    ) -> list[VectorNode]:
         """Every record matching `where`, in listing order. A listing longer than one page is read under the
         workspace's write lock, so the pages agree with each other."""
         include = ["metadatas", "documents", *(["embeddings"] if with_vectors else [])]
@@ -265,14 +271,14 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     # ----- workspaces -----
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._collection(workspace_id, create=False) is not None
 
     async def create_workspace(self, workspace_id: str) -> None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         await self._collection(workspace_id, create=True)
 
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         async with self._write_lock(workspace_id):
             self._forget(workspace_id)
             client = await self.conn.client()
@@ -304,7 +310,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
 
     # ----- writes -----
 
-    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         check_leaf_counts("Chroma", batch.ids, batch.metadatas)
 
         async def work(handle: Any) -> int:
@@ -320,7 +326,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         async with self._write_lock(workspace_id):
             return await self._on_collection(workspace_id, work, create=True)
 
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         async def work(handle: Any) -> int:
             present = (await self.conn.call(handle, "get", ids=ids, include=[]))["ids"]
             if present:
@@ -331,7 +337,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
             deleted = await self._on_collection(workspace_id, work, create=False)
         return 0 if deleted is _MISSING else deleted
 
-    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         check_leaf_counts("Chroma", batch.ids, batch.metadatas)
         client = await self.conn.client()
         token = secrets.token_hex(6)
@@ -382,11 +388,11 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
     def _translate(self, conditions: Iterable[Condition]) -> ChromaWhere:
         return chroma_where(conditions)
 
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         dim = await self._on_collection(workspace_id, lambda handle: self._dim(workspace_id, handle), create=False)
         return None if dim is _MISSING else dim
 
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         """The space in the collection's metadata. A cached handle that says another space than the store's is read
         again once: another process may have re-embedded the workspace (a new collection) since it was cached."""
         for attempt in (0, 1):
@@ -406,7 +412,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         metadata = {k: v for k, v in metadata.items() if not k.startswith("hnsw:")}  # Chroma refuses to change these
         await self.conn.call(handle, "modify", metadata={**metadata, _META_SPACE: self.space.to_json()})
 
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         async def work(handle: Any) -> list[VectorNode]:
             include = ["metadatas", "documents", "embeddings"]
             result = await self.conn.call(handle, "get", ids=ids, include=include)
@@ -415,7 +421,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         nodes = await self._on_collection(workspace_id, work, create=False)
         return [] if nodes is _MISSING else nodes
 
-    async def _scan(self, workspace_id: str, native: ChromaWhere, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, native: ChromaWhere, *, with_vectors: bool) -> list[VectorNode]:
         async def work(handle: Any) -> list[VectorNode]:
             return await self._read_all(workspace_id, handle, native.where, with_vectors=with_vectors)
 
@@ -423,7 +429,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         return [] if nodes is _MISSING else nodes
 
     async def _search_native(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: ChromaWhere
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, native: ChromaWhere
     ) -> list[SearchHit]:
         async def work(handle: Any) -> list[SearchHit]:
             result = await self.conn.call(

@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - elasticsearch without orjson support
 from reme_service.errors import InvalidRequestError, ReMeError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, parse_workspace_id, validate_workspace_id
 from reme_service.stores.base import Filter
 from reme_service.stores.es.lease import EsLeases
 from reme_service.stores.es.query import (
@@ -109,7 +109,7 @@ def _missing(exc: ApiError) -> bool:
     return exc.meta.status == 404
 
 
-def _node(hit: dict[str, Any], workspace_id: str, *, with_vectors: bool) -> VectorNode:
+def _node(hit: dict[str, Any], workspace_id: WorkspaceId, *, with_vectors: bool) -> VectorNode:
     source = hit.get("_source") or {}
     metadata = source.get("metadata")
     return VectorNode.model_construct(
@@ -153,7 +153,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
 
     # ----- plumbing -----
 
-    def _alias(self, workspace_id: str) -> str:
+    def _alias(self, workspace_id: WorkspaceId) -> str:
         return es_alias_name(workspace_id, self.prefix)
 
     @asynccontextmanager
@@ -189,14 +189,14 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         await super().close()
         await self.es.close()
 
-    async def _dims_of(self, workspace_id: str) -> int | None:
+    async def _dims_of(self, workspace_id: WorkspaceId) -> int | None:
         """The vector dimension of the workspace's index; None when the workspace does not exist."""
         if workspace_id in self._dims:
             return self._dims[workspace_id]
         await self._read_mapping(workspace_id)
         return self._dims.get(workspace_id)
 
-    async def _read_mapping(self, workspace_id: str) -> None:
+    async def _read_mapping(self, workspace_id: WorkspaceId) -> None:
         """Cache the dimension and the embedding space of the workspace's index (nothing for an unknown one)."""
         self._dims.pop(workspace_id, None)
         self._spaces.pop(workspace_id, None)
@@ -215,7 +215,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 self._spaces[workspace_id] = parse_space((mappings.get("_meta") or {}).get(META_SPACE))
                 return
 
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         """The space in the index's `_meta`. A cached one other than the store's is read again: another process may
         have re-embedded the workspace (a new index) since."""
         if workspace_id not in self._spaces or self._spaces[workspace_id] != self.space:
@@ -223,7 +223,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         return self._spaces.get(workspace_id)
 
     async def _create_index(
-        self, workspace_id: str, index: str, dims: int, *, with_alias: bool, with_space: bool = True
+        self, workspace_id: WorkspaceId, index: str, dims: int, *, with_alias: bool, with_space: bool = True
     ) -> None:
         """Create an index; `with_space` records the store's embedding space in it (not for an empty workspace made
         by `create_workspace`: that one takes the space of its first write)."""
@@ -267,7 +267,9 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
             details={"failed_ids": [item.get("_id") for item in failed]},
         )
 
-    async def _write(self, target: str, workspace_id: str, batch: Prepared, *, fresh: bool, alias: bool) -> None:
+    async def _write(
+        self, target: str, workspace_id: WorkspaceId, batch: Prepared, *, fresh: bool, alias: bool
+    ) -> None:
         seqs: dict[str, int] = {} if fresh else await self._existing_seqs(target, batch.ids)
         chunks = range(0, len(batch), self.batch_size)
         for start in chunks:
@@ -296,12 +298,12 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     # ----- workspaces -----
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         async with self._guard("exists"):
             return bool(await self.es.indices.exists(index=self._alias(workspace_id)))
 
     async def create_workspace(self, workspace_id: str, dims: int | None = None) -> None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         async with self._write_lock(workspace_id):
             if await self._dims_of(workspace_id) is None and not await self.exists_workspace(workspace_id):
                 dims = dims or self.embedder.dimensions
@@ -311,7 +313,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 self._dims[workspace_id] = dims
                 self._spaces[workspace_id] = None
 
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         async with self._write_lock(workspace_id), self._guard("delete index"):
             self._dims.pop(workspace_id, None)
             self._spaces.pop(workspace_id, None)
@@ -330,16 +332,17 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     async def list_workspaces(self) -> list[str]:
         async with self._guard("list indices"):
             response = await self.es.indices.get(index=f"{self.prefix}*", expand_wildcards="open")
-        found = set()
+        found: set[str] = set()
         for info in response.body.values():
-            workspace_id = (info.get("mappings", {}).get("_meta") or {}).get(META_WORKSPACE)
-            if isinstance(workspace_id, str) and self._alias(workspace_id) in (info.get("aliases") or {}):
+            recorded = (info.get("mappings", {}).get("_meta") or {}).get(META_WORKSPACE)
+            workspace_id = parse_workspace_id(recorded) if isinstance(recorded, str) else None
+            if workspace_id is not None and self._alias(workspace_id) in (info.get("aliases") or {}):
                 found.add(workspace_id)
         return sorted(found)
 
     # ----- writes -----
 
-    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         assert batch.dim is not None
         check_leaf_counts("Elasticsearch", batch.ids, batch.metadatas)
         async with self._write_lock(workspace_id):
@@ -363,7 +366,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 raise
         return len(batch)
 
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         alias = self._alias(workspace_id)
         deleted = 0
         async with self._write_lock(workspace_id):
@@ -377,7 +380,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 deleted += sum(1 for item in items if item.get("result") == "deleted")
         return deleted
 
-    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         check_leaf_counts("Elasticsearch", batch.ids, batch.metadatas)
         alias = self._alias(workspace_id)
         index = es_index_name(alias, time.time_ns())
@@ -420,7 +423,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     def _translate(self, conditions: Iterable[Condition]) -> EsFilter:
         return es_filter(conditions)
 
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         return await self._dims_of(workspace_id)
 
     def _check_batch(self, batch: Prepared) -> None:
@@ -435,7 +438,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         """Also beyond kNN's limit, and for the zero query (cosine kNN cannot take it)."""
         return not native.exact or top_k > MAX_KNN or not query.any()
 
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         async with self._guard("mget"):
             try:
                 response = await self.es.mget(
@@ -448,7 +451,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
         docs = response.body.get("docs", [])
         return [_node(doc, workspace_id, with_vectors=True) for doc in docs if doc.get("found")]
 
-    async def _search(self, workspace_id: str, body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    async def _search(self, workspace_id: WorkspaceId, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The hits of one search, or None when the workspace does not exist."""
         async with self._guard("search"):
             try:
@@ -459,7 +462,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 raise
         return response.body["hits"]["hits"]
 
-    async def _scan(self, workspace_id: str, native: EsFilter, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, native: EsFilter, *, with_vectors: bool) -> list[VectorNode]:
         """Every matching document in listing order. One page is one search; a longer listing pages with
         `search_after` through a point in time, so it reads one consistent snapshot however writes go meanwhile."""
         body: dict[str, Any] = {
@@ -499,7 +502,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 logger.warning("could not close a point in time on %s", self._alias(workspace_id))
 
     async def _search_native(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: EsFilter
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, native: EsFilter
     ) -> list[SearchHit]:
         num_candidates = min(MAX_KNN, max(self.params.num_candidates, 2 * top_k))
         body = knn_body(query.tolist(), top_k, native, num_candidates=num_candidates, source=SOURCE_WITHOUT_VECTORS)
@@ -516,6 +519,7 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     ) -> list[SearchHit]:
         """Vector search on the embedded query; with `hybrid`, fused with a BM25 match on the content (reciprocal
         rank fusion; the score is the fused score scaled so that first in both rankings is 1.0)."""
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._search_text(workspace_id, query, None, top_k=top_k, filter=filter, exact=exact)
 
     async def search_hybrid(
@@ -531,11 +535,12 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     ) -> list[SearchHit]:
         """`search` (its fusion is reciprocal rank fusion, so `lexical_weight` is not used), on `vector` when given
         (the query embedded already)."""
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._search_text(workspace_id, query, vector, top_k=top_k, filter=filter, exact=exact)
 
     async def _search_text(
         self,
-        workspace_id: str,
+        workspace_id: WorkspaceId,
         query: str,
         embedded: QueryVector | None,
         *,
@@ -552,7 +557,6 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
 
         if not self.hybrid or exact:  # exact: every matching node ranked by cosine (no BM25 fusion)
             return await by_vector(exact)
-        validate_workspace_id(workspace_id)
         plan, flt = self._plan(filter, workspace_id)
         if top_k <= 0 or plan.impossible or flt.impossible or not flt.exact:
             if top_k > 0 and not plan.impossible and not flt.impossible:

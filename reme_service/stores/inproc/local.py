@@ -43,7 +43,13 @@ import orjson
 from reme_service.durable import TMP_SUFFIX, atomic_write, fsync_path
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
-from reme_service.schema.workspace_ids import HASH_MARK, file_name, validate_workspace_id, workspace_from_file_name
+from reme_service.schema.workspace_ids import (
+    HASH_MARK,
+    WorkspaceId,
+    file_name,
+    validate_workspace_id,
+    workspace_from_file_name,
+)
 from reme_service.stores.inproc.ann import AnnIndex
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.inproc.resident import ResidentSet
@@ -103,21 +109,21 @@ class LocalFiles:
         self.ann_params = params.ann
         self.compact_after_records = params.compact_after_records
         self.compact_after_bytes = params.compact_after_bytes
-        self._wals: dict[str, Wal] = {}
+        self._wals: dict[WorkspaceId, Wal] = {}
         self.handles = Handles(params.max_open_files)
         budget = None if params.max_resident_mb is None else int(params.max_resident_mb * 2**20)
-        self.resident = ResidentSet(budget)
+        self.resident: ResidentSet[WorkspaceId] = ResidentSet(budget)
         self.evictions = 0  # workspaces let go of to stay within the budget
         self._trim = _malloc_trim()
         self._dir_lock: int | None = None
 
-    def _snapshot_path(self, workspace_id: str) -> Path:
+    def _snapshot_path(self, workspace_id: WorkspaceId) -> Path:
         return self.store_dir / f"{file_name(workspace_id)}{SNAPSHOT_SUFFIX}"
 
-    def _wal_path(self, workspace_id: str) -> Path:
+    def _wal_path(self, workspace_id: WorkspaceId) -> Path:
         return self.store_dir / f"{file_name(workspace_id)}{WAL_SUFFIX}"
 
-    def _ann_path(self, workspace_id: str) -> Path:
+    def _ann_path(self, workspace_id: WorkspaceId) -> Path:
         return self.store_dir / f"{file_name(workspace_id)}{ANN_SUFFIX}"
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
@@ -142,7 +148,7 @@ class LocalFiles:
 
     # ----- what stays in RAM -----
 
-    def touch(self, workspace_id: str, state: WorkspaceState, release: Callable[[str], bool]) -> None:
+    def touch(self, workspace_id: WorkspaceId, state: WorkspaceState, release: Callable[[WorkspaceId], bool]) -> None:
         """Note the use, then let idle workspaces go, least recently used first, while over the budget. Runs on the
         event loop without awaiting, so nothing else starts on a workspace while it is looked at; `release` keeps
         a workspace whose write lock is held. Everything resident is on disk (the log is written before RAM
@@ -164,14 +170,14 @@ class LocalFiles:
 
     # ----- loading and listing -----
 
-    async def load(self, workspace_id: str) -> WorkspaceState | None:
+    async def load(self, workspace_id: WorkspaceId) -> WorkspaceState | None:
         loaded = await self._io(self._read_workspace, workspace_id)
         if loaded is None:
             return None
         state, self._wals[workspace_id] = loaded
         return state
 
-    def _read_workspace(self, workspace_id: str) -> tuple[WorkspaceState, Wal] | None:
+    def _read_workspace(self, workspace_id: WorkspaceId) -> tuple[WorkspaceState, Wal] | None:
         try:
             state, wal_id = read_snapshot(self._snapshot_path(workspace_id), workspace_id)
         except FileNotFoundError:
@@ -187,7 +193,7 @@ class LocalFiles:
             self._trim()  # the snapshot's nodes blob and its split lines are garbage now
         return state, wal
 
-    async def exists(self, workspace_id: str) -> bool:
+    async def exists(self, workspace_id: WorkspaceId) -> bool:
         return await self._io(self._snapshot_path(workspace_id).is_file)
 
     async def list_workspaces(self) -> list[str]:
@@ -196,11 +202,11 @@ class LocalFiles:
     def _scan(self) -> list[str]:
         if not self.store_dir.is_dir():
             return []
-        names = []
+        names: list[str] = []
         for entry in os.scandir(self.store_dir):
             if entry.name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
                 stem = entry.name[: -len(SNAPSHOT_SUFFIX)]
-                workspace_id = workspace_from_file_name(stem)
+                workspace_id: str | None = workspace_from_file_name(stem)
                 if workspace_id is None and HASH_MARK in stem:  # a long id: its name is a hash, the header has it
                     workspace_id = header_workspace(Path(entry.path))
                 if workspace_id is not None:
@@ -209,14 +215,14 @@ class LocalFiles:
 
     # ----- writing (under the workspace's write lock) -----
 
-    def _write_snapshot(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
+    def _write_snapshot(self, workspace_id: WorkspaceId, state: WorkspaceState, wal_id: str) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(self._snapshot_path(workspace_id), snapshot_chunks(state, wal_id, workspace_id))
         if self._trim is not None and state.size >= TRIM_AFTER_NODES:
             self._trim()  # the encoded nodes are garbage now (see the module docstring)
         self._write_ann(workspace_id, state, wal_id)
 
-    def _write_ann(self, workspace_id: str, state: WorkspaceState, wal_id: str) -> None:
+    def _write_ann(self, workspace_id: WorkspaceId, state: WorkspaceState, wal_id: str) -> None:
         """Save the approximate index stamped with the snapshot `wal_id` (whose rows `state` holds), or remove a
         stale one. The index is a cache: failing to save it loses nothing (the next open rebuilds it)."""
         path = self._ann_path(workspace_id)
@@ -230,7 +236,7 @@ class LocalFiles:
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
             path.unlink(missing_ok=True)
 
-    async def ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def ann_ready(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Put a freshly built index on disk: beside the snapshot when the log is empty (the snapshot holds exactly
         these rows), else with a compaction."""
         wal = self._wals.get(workspace_id)
@@ -244,12 +250,12 @@ class LocalFiles:
         except StoreError as exc:  # the rows are safe; the index is rebuilt at the next open
             logger.warning("saving the approximate index of workspace %r failed: %s", workspace_id, exc)
 
-    async def create(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def create(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         wal = Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)
         self._wals[workspace_id] = wal  # the log is created by the first append
 
-    async def replace(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def replace(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         wal = Wal(self._wal_path(workspace_id), uuid.uuid4().hex)
         await self._io(self._write_snapshot, workspace_id, state, wal.snapshot_id)  # the commit point
         old = self._wals.pop(workspace_id, None)
@@ -261,11 +267,11 @@ class LocalFiles:
         except StoreError as exc:  # the old log is stale now; the next append resets it
             logger.warning("resetting the log of workspace %r failed: %s", workspace_id, exc)
 
-    async def drop(self, workspace_id: str) -> bool:
+    async def drop(self, workspace_id: WorkspaceId) -> bool:
         self.resident.forget(workspace_id)
         return await self._io(self._remove_files, workspace_id, self._wals.pop(workspace_id, None))
 
-    def _remove_files(self, workspace_id: str, wal: Wal | None) -> bool:
+    def _remove_files(self, workspace_id: WorkspaceId, wal: Wal | None) -> bool:
         if wal is not None:
             self.handles.close(wal)
         snapshot = self._snapshot_path(workspace_id)
@@ -292,13 +298,15 @@ class LocalFiles:
             fsync_path(self.store_dir)
         return existed
 
-    async def log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+    async def log_upsert(self, workspace_id: WorkspaceId, state: WorkspaceState, batch: Batch) -> None:
         await self._append_record(workspace_id, state, lambda: encode_upsert(batch))
 
-    async def log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+    async def log_delete(self, workspace_id: WorkspaceId, state: WorkspaceState, ids: list[str]) -> None:
         await self._append_record(workspace_id, state, lambda: orjson.dumps({"op": "delete", "ids": ids}) + b"\n")
 
-    async def _append_record(self, workspace_id: str, state: WorkspaceState, encode: Callable[[], bytes]) -> None:
+    async def _append_record(
+        self, workspace_id: WorkspaceId, state: WorkspaceState, encode: Callable[[], bytes]
+    ) -> None:
         wal = self._wals[workspace_id]
         if wal.needs_snapshot:
             await self._compact(workspace_id, state, wal)
@@ -306,7 +314,7 @@ class LocalFiles:
             await self._io(reset_wal, wal, self.handles)
         await self._io(append, wal, self.handles, encode)
 
-    async def after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def after_write(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         wal = self._wals[workspace_id]
         if wal.records >= self.compact_after_records or wal.size >= self.compact_after_bytes:
             try:
@@ -314,18 +322,18 @@ class LocalFiles:
             except StoreError as exc:  # the write itself is durable in the log; retry at the next one
                 logger.warning("compacting workspace %r failed: %s", workspace_id, exc)
 
-    async def _compact(self, workspace_id: str, state: WorkspaceState, wal: Wal) -> None:
+    async def _compact(self, workspace_id: WorkspaceId, state: WorkspaceState, wal: Wal) -> None:
         """Write a snapshot under a new wal_id (the commit point), then start an empty log for it."""
         wal_id = uuid.uuid4().hex
         await self._io(self._write_snapshot, workspace_id, state, wal_id)
         wal.snapshot_id, wal.ready, wal.needs_snapshot = wal_id, False, False
         await self._io(reset_wal, wal, self.handles)
 
-    async def compact(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def compact(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Fold the workspace's log into a new snapshot now."""
         await self._compact(workspace_id, state, self._wals[workspace_id])
 
-    async def unload(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def unload(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Compact a workspace with logged writes (the store closes) and close its log."""
         wal = self._wals.pop(workspace_id, None)
         if wal is None:
@@ -376,7 +384,7 @@ class LocalVectorStore(MemoryVectorStore):
 
     async def compact(self, workspace_id: str) -> None:
         """Fold the workspace's log into a new snapshot now (no-op for an unknown workspace)."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         async with self._write_lock(workspace_id):
             state = await self._open(workspace_id, create=False)
             if state is not None:

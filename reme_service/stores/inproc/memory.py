@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from reme_service.concurrency import OFF_LOOP_ITEMS
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.inproc.ann import AnnIndex
 from reme_service.stores.inproc.packed import compile_stored_filter
@@ -60,7 +60,7 @@ class MemoryVectorStore(VectorStore):
     ) -> None:
         """`params` is accepted for symmetry with the other backends; a ReMe `store_dir` in it is ignored."""
         super().__init__(embedder=embedder)
-        self._spaces: dict[str, WorkspaceState] = {}
+        self._spaces: dict[WorkspaceId, WorkspaceState] = {}
         self._persistence: Persistence = persistence if persistence is not None else NoPersistence()
         self.ann_params = params.ann if params is not None else AnnParams()
         self._ann_builds: set[asyncio.Task[None]] = set()
@@ -75,7 +75,7 @@ class MemoryVectorStore(VectorStore):
 
     # ----- the approximate index -----
 
-    async def _ensure_ann(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def _ensure_ann(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Give `state` its approximate index when it is big enough and has none: at once below `INLINE_ROWS` rows
         (only with `ann.min_rows` set that low), else built in the background while searches stay exact. Call with
         the workspace's write lock held (no write is under way, so the build's starting point is exact)."""
@@ -95,7 +95,7 @@ class MemoryVectorStore(VectorStore):
         task.add_done_callback(self._ann_builds.discard)
 
     async def _build_ann(
-        self, workspace_id: str, state: WorkspaceState, matrix: NDArray[np.float32], rows: int
+        self, workspace_id: WorkspaceId, state: WorkspaceState, matrix: NDArray[np.float32], rows: int
     ) -> None:
         def stop() -> bool:  # the store closes, or the workspace was replaced, dropped or let go of
             return self._closing or self._spaces.get(workspace_id) is not state
@@ -137,7 +137,7 @@ class MemoryVectorStore(VectorStore):
 
     # ----- plumbing -----
 
-    async def _open(self, workspace_id: str, *, create: bool) -> WorkspaceState | None:
+    async def _open(self, workspace_id: WorkspaceId, *, create: bool) -> WorkspaceState | None:
         """The workspace's state, loading or creating it. Call with the workspace's write lock held."""
         state = self._spaces.get(workspace_id)
         if state is None:
@@ -152,7 +152,7 @@ class MemoryVectorStore(VectorStore):
             await self._ensure_ann(workspace_id, state)
         return state
 
-    async def _get(self, workspace_id: str) -> WorkspaceState | None:
+    async def _get(self, workspace_id: WorkspaceId) -> WorkspaceState | None:
         """The workspace's state for a read, loading it if needed; None when it does not exist."""
         state = self._spaces.get(workspace_id)
         if state is not None:
@@ -163,11 +163,11 @@ class MemoryVectorStore(VectorStore):
         async with self._write_lock(workspace_id):
             return await self._open(workspace_id, create=False)
 
-    def _touch(self, workspace_id: str, state: WorkspaceState) -> None:
+    def _touch(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """`workspace_id` is being used: a durable persistence may let idle workspaces leave RAM (`_release`)."""
         self._persistence.touch(workspace_id, state, self._release)
 
-    def _release(self, workspace_id: str) -> bool:
+    def _release(self, workspace_id: WorkspaceId) -> bool:
         """Forget a workspace's state unless its write lock is held (a write, a load or a compaction under way);
         readers already running keep the state they hold. Only for a durable persistence: it is on disk."""
         lock = self._write_locks.get(workspace_id)
@@ -179,25 +179,25 @@ class MemoryVectorStore(VectorStore):
     # ----- writes -----
 
     async def create_workspace(self, workspace_id: str) -> None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         if workspace_id not in self._spaces:
             await self._shielded(self._commit_create(workspace_id))
 
-    async def _commit_create(self, workspace_id: str) -> None:
+    async def _commit_create(self, workspace_id: WorkspaceId) -> None:
         async with self._write_lock(workspace_id):
             await self._open(workspace_id, create=True)
 
     async def delete_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._shielded(self._commit_drop(workspace_id))
 
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         async with self._write_lock(workspace_id):
             existed = self._spaces.pop(workspace_id, None) is not None
             return await self._persistence.drop(workspace_id) or existed
 
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is not None and state.size:  # refused before embedding; checked again under the write lock
             check_space(workspace_id, recorded_space(state.space, state.dim), self.space, "write to")
@@ -205,7 +205,7 @@ class MemoryVectorStore(VectorStore):
         batch.space = self.space
         return await self._shielded(self._commit_upsert(workspace_id, batch))
 
-    async def _commit_upsert(self, workspace_id: str, batch: Batch) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Batch) -> int:
         async with self._write_lock(workspace_id):
             state = await self._open(workspace_id, create=True)
             assert state is not None
@@ -235,13 +235,13 @@ class MemoryVectorStore(VectorStore):
             await state.gate.run_exclusive(state.nodes.compress, inline=False)
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         unique = list(dict.fromkeys(ids))
         if not unique or await self._get(workspace_id) is None:
             return 0
         return await self._shielded(self._commit_delete(workspace_id, unique))
 
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         async with self._write_lock(workspace_id):
             state = await self._open(workspace_id, create=False)
             present = [uid for uid in ids if uid in state.rows] if state is not None else []
@@ -255,14 +255,14 @@ class MemoryVectorStore(VectorStore):
         return deleted
 
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         batch = await prepare_batch(self.embedder, workspace_id, nodes, None)
         batch.space = self.space
         build = partial(WorkspaceState.build, batch)
         state = build() if len(batch.nodes) < INLINE_ROWS else await asyncio.to_thread(build)
         return await self._shielded(self._commit_replace(workspace_id, state))
 
-    async def _commit_replace(self, workspace_id: str, state: WorkspaceState) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, state: WorkspaceState) -> int:
         async with self._write_lock(workspace_id):
             await self._persistence.replace(workspace_id, state)
             self._spaces[workspace_id] = state  # readers still running keep the old state
@@ -273,7 +273,7 @@ class MemoryVectorStore(VectorStore):
     # ----- reads -----
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return workspace_id in self._spaces or await self._persistence.exists(workspace_id)
 
     async def list_workspaces(self) -> list[str]:
@@ -281,7 +281,7 @@ class MemoryVectorStore(VectorStore):
 
     async def get(self, workspace_id: str, ids: Sequence[str]) -> list[VectorNode]:
         """The nodes that exist, in the order asked, with their vectors."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is None or not ids:
             return []
@@ -296,7 +296,7 @@ class MemoryVectorStore(VectorStore):
         filter: Filter | None = None,
         exact: bool = False,
     ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
@@ -316,7 +316,7 @@ class MemoryVectorStore(VectorStore):
         exact: bool = False,
         vector: QueryVector | None = None,
     ) -> list[SearchHit]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.dim is None or state.size == 0 or top_k <= 0:
@@ -335,7 +335,7 @@ class MemoryVectorStore(VectorStore):
         return await self._counted(workspace_id, state, search)
 
     async def _counted(
-        self, workspace_id: str, state: WorkspaceState, search: Awaitable[list[SearchHit]]
+        self, workspace_id: WorkspaceId, state: WorkspaceState, search: Awaitable[list[SearchHit]]
     ) -> list[SearchHit]:
         """The hits of `search` (a `run_search` of `state`), then the workspace used again: the search may have
         built its int8 copy, its BM25 index or kept BM25 scores, which count in a persistent store's RAM estimate
@@ -346,14 +346,14 @@ class MemoryVectorStore(VectorStore):
         return hits
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         return recorded_space(state.space, state.dim) if state is not None and state.size else None
 
     async def list_ids(self, workspace_id: str) -> list[str]:
         """The ids alone, sorted, without decoding any node's metadata (the management API pages and exports by
         them); the sorted order is kept between calls until the set of ids changes."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is None or state.size == 0:
             return []
@@ -362,7 +362,7 @@ class MemoryVectorStore(VectorStore):
     async def summarize(self, workspace_id: str) -> WorkspaceSummary:
         """From the stored metadata, without making a node, counted once and then kept up to date by the writes
         (`WorkspaceState.summarize`); a count of more than `OFF_LOOP_ITEMS` rows runs in a worker thread."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         state = await self._get(workspace_id)
         if state is None or state.size == 0:
             return WorkspaceSummary()
@@ -372,7 +372,7 @@ class MemoryVectorStore(VectorStore):
     async def list_nodes(
         self, workspace_id: str, *, filter: Filter | None = None, with_vectors: bool = False
     ) -> list[VectorNode]:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         predicate = compile_stored_filter(filter)
         state = await self._get(workspace_id)
         if state is None or state.size == 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.stores.inproc.workspace import Batch, WorkspaceState
 
 
@@ -20,48 +21,48 @@ class Persistence(Protocol):
 
     durable: bool
 
-    async def load(self, workspace_id: str) -> WorkspaceState | None:
+    async def load(self, workspace_id: WorkspaceId) -> WorkspaceState | None:
         """The persisted workspace, or None when there is none."""
         ...
 
-    async def exists(self, workspace_id: str) -> bool: ...
+    async def exists(self, workspace_id: WorkspaceId) -> bool: ...
 
     async def list_workspaces(self) -> list[str]: ...
 
-    async def create(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def create(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Persist a new, empty workspace."""
         ...
 
-    async def replace(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def replace(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """Persist `state` whole in place of the workspace's former content."""
         ...
 
-    async def drop(self, workspace_id: str) -> bool:
+    async def drop(self, workspace_id: WorkspaceId) -> bool:
         """Remove the workspace; whether anything was persisted."""
         ...
 
-    async def log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+    async def log_upsert(self, workspace_id: WorkspaceId, state: WorkspaceState, batch: Batch) -> None:
         """Make `batch` durable before `state` takes it."""
         ...
 
-    async def log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+    async def log_delete(self, workspace_id: WorkspaceId, state: WorkspaceState, ids: list[str]) -> None:
         """Make the delete of `ids` (each in `state`) durable before `state` applies it."""
         ...
 
-    async def after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def after_write(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """`state` has applied a logged write (housekeeping, e.g. a compaction)."""
         ...
 
-    async def ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def ann_ready(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """A build gave `state` its approximate index."""
         ...
 
-    def touch(self, workspace_id: str, state: WorkspaceState, release: Callable[[str], bool]) -> None:
+    def touch(self, workspace_id: WorkspaceId, state: WorkspaceState, release: Callable[[WorkspaceId], bool]) -> None:
         """`workspace_id` is being used (runs on the event loop, without awaiting). `release(other)` drops another
         workspace from the store's RAM unless a write holds it, and says whether it did."""
         ...
 
-    async def unload(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def unload(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         """The store closes and forgets `state` (a durable persistence only): persist what it must."""
         ...
 
@@ -75,40 +76,40 @@ class NoPersistence:
 
     durable = False
 
-    async def load(self, workspace_id: str) -> WorkspaceState | None:
+    async def load(self, workspace_id: WorkspaceId) -> WorkspaceState | None:
         return None
 
-    async def exists(self, workspace_id: str) -> bool:
+    async def exists(self, workspace_id: WorkspaceId) -> bool:
         return False
 
     async def list_workspaces(self) -> list[str]:
         return []
 
-    async def create(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def create(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         return None
 
-    async def replace(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def replace(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         return None
 
-    async def drop(self, workspace_id: str) -> bool:
+    async def drop(self, workspace_id: WorkspaceId) -> bool:
         return False
 
-    async def log_upsert(self, workspace_id: str, state: WorkspaceState, batch: Batch) -> None:
+    async def log_upsert(self, workspace_id: WorkspaceId, state: WorkspaceState, batch: Batch) -> None:
         return None
 
-    async def log_delete(self, workspace_id: str, state: WorkspaceState, ids: list[str]) -> None:
+    async def log_delete(self, workspace_id: WorkspaceId, state: WorkspaceState, ids: list[str]) -> None:
         return None
 
-    async def after_write(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def after_write(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         return None
 
-    async def ann_ready(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def ann_ready(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         return None
 
-    def touch(self, workspace_id: str, state: WorkspaceState, release: Callable[[str], bool]) -> None:
+    def touch(self, workspace_id: WorkspaceId, state: WorkspaceState, release: Callable[[WorkspaceId], bool]) -> None:
         return None
 
-    async def unload(self, workspace_id: str, state: WorkspaceState) -> None:
+    async def unload(self, workspace_id: WorkspaceId, state: WorkspaceState) -> None:
         return None
 
     async def close(self) -> None:

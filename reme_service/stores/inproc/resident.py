@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 from reme_service.stores.inproc.memory import WorkspaceState
 
 SAMPLE_NODES = 64
 INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slot) and the table's two list slots
+K = TypeVar("K", bound=str)  # how the holder names a workspace (the local store: a `WorkspaceId`)
 
 
 def footprint(state: WorkspaceState) -> int:
@@ -39,19 +41,19 @@ def _shape(state: WorkspaceState) -> tuple[int, ...]:
     return (state.size, state.ann is not None, state.quantized is not None, kept)
 
 
-class ResidentSet:
+class ResidentSet(Generic[K]):
     """Estimated bytes per resident workspace, least recently used first; `total` is their sum."""
 
     def __init__(self, budget_bytes: int | None) -> None:
         self.budget_bytes = budget_bytes
         self.total = 0
         # id -> (state id, `_shape` of the state, bytes)
-        self._sizes: OrderedDict[str, tuple[int, tuple[int, ...], int]] = OrderedDict()
+        self._sizes: OrderedDict[K, tuple[int, tuple[int, ...], int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sizes)
 
-    def touch(self, workspace_id: str, state: WorkspaceState) -> None:
+    def touch(self, workspace_id: K, state: WorkspaceState) -> None:
         """`workspace_id` was just used; its size is re-estimated when its state or its `_shape` changed."""
         known = self._sizes.get(workspace_id)
         shape = _shape(state)
@@ -63,7 +65,7 @@ class ResidentSet:
         self._sizes[workspace_id] = (id(state), shape, nbytes)
         self._sizes.move_to_end(workspace_id)
 
-    def forget(self, workspace_id: str) -> None:
+    def forget(self, workspace_id: K) -> None:
         known = self._sizes.pop(workspace_id, None)
         if known is not None:
             self.total -= known[2]
@@ -71,5 +73,5 @@ class ResidentSet:
     def over_budget(self) -> bool:
         return self.budget_bytes is not None and self.total > self.budget_bytes
 
-    def oldest_first(self) -> Iterator[str]:
+    def oldest_first(self) -> Iterator[K]:
         return iter(list(self._sizes))

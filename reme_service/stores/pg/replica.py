@@ -96,7 +96,7 @@ class Replicas:
         self._copies: dict[str, _Copy] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._too_big: set[str] = set()  # tables found to have more than `max_rows` rows
-        self._resident = ResidentSet(budget_bytes)
+        self._resident: ResidentSet[str] = ResidentSet(budget_bytes)
         self._heads = sql.SQL(
             "SELECT workspace_id, tbl, dim, space, version FROM {} WHERE workspace_id = ANY(%s)"
         ).format(registry)

@@ -40,7 +40,7 @@ from psycopg import sql
 from reme_service.errors import InvalidRequestError, StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
 from reme_service.stores.params import PgvectorStoreParams
@@ -170,7 +170,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     # ----- workspaces and the hooks of RemoteVectorStore -----
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return (
             await self._conns.run("reading a workspace", lambda conn: self._schema.entry(conn, workspace_id))
             is not None
@@ -180,23 +180,23 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         return await self._conns.run("listing workspaces", self._schema.workspace_ids)
 
     async def create_workspace(self, workspace_id: str) -> None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         await self._conns.write("creating a workspace", lambda conn: self._schema.register(conn, workspace_id))
 
     def _translate(self, conditions: Iterable[Condition]) -> PgWhere:
         return pg_where(conditions)
 
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         entry = await self._conns.run("reading a workspace", lambda conn: self._schema.entry(conn, workspace_id))
         return None if entry is None else entry.dim
 
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         entry = await self._conns.run("reading a workspace", lambda conn: self._schema.entry(conn, workspace_id))
         return None if entry is None else entry.space
 
     async def workspace_space(self, workspace_id: str) -> EmbeddingSpace | None:
         """One registry read (the base reads the dimension and the space apart)."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         entry = await self._conns.run("reading a workspace", lambda conn: self._schema.entry(conn, workspace_id))
         return None if entry is None or entry.dim is None else recorded_space(entry.space, entry.dim)
 
@@ -209,20 +209,20 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     details={"field": "nodes"},
                 )
 
-    async def _scan(self, workspace_id: str, native: PgWhere, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, native: PgWhere, *, with_vectors: bool) -> list[VectorNode]:
         return await self._reads.scan(workspace_id, native, with_vectors=with_vectors)
 
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         return await self._reads.fetch(workspace_id, ids)
 
     async def _search_native(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: PgWhere
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, native: PgWhere
     ) -> list[SearchHit]:
         return await self._reads.search_native(workspace_id, query, top_k, native)
 
     async def summarize(self, workspace_id: str) -> WorkspaceSummary:
         """One aggregate in PostgreSQL (`PgReads.summarize`), whatever the workspace's size."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._reads.summarize(workspace_id)
 
     # ----- searches -----
@@ -232,7 +232,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     ) -> list[SearchHit]:
         """As the base does it (an unknown workspace answers [] without embedding the query; one of another space is
         refused before), with the registry row read once, or not at all when kept, instead of three times."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         if not await self._reads.holds_vectors(workspace_id):
             return []
         vectors = await self.embedder.embed([query])
@@ -250,7 +250,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """As the base does it, but the dimension check and the search share one connection (two round trips
         fewer); filters SQL cannot express exactly take the base's path (candidates ranked here). `exact` ranks every
         matching row in SQL (the HNSW index is not used)."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if top_k <= 0:
             return []
@@ -279,7 +279,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
         (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector
         (`vector`, when given, is the query embedded already)."""
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
         if top_k > 0 and lexical_weight > 0 and self._copies.copied(workspace_id):
             if vector is None:
@@ -333,7 +333,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 ],
             )
 
-    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         new_dim = batch.dim
         assert new_dim is not None
 
@@ -366,7 +366,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         if tables:
             self._builder.schedule(tables[-1])
 
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         ids = [uid for uid in ids if storable(uid)]
         if not ids:
             return 0
@@ -403,7 +403,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         finally:
             self._rows.forget(workspace_id)  # (another process's reader finds a dropped table out: `read_table`)
 
-    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         deferred: list[str] = []
 
         async def work(conn: Conn) -> int:
@@ -428,7 +428,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         self._build_later(deferred)
         return written
 
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         async def work(conn: Conn) -> bool:
             entry = await self._schema.entry(conn, workspace_id, for_update=True)
             if entry is None:

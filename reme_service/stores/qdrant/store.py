@@ -29,7 +29,7 @@ from qdrant_client import AsyncQdrantClient, models
 from reme_service.errors import StoreError
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.schema.vector_node import SearchHit, VectorNode
-from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.filters import Condition
 from reme_service.stores.names import check_chroma_prefix, qdrant_alias_name, qdrant_workspace_id
 from reme_service.stores.params import QdrantStoreParams
@@ -126,7 +126,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
 
     # ----- workspaces -----
 
-    def _alias(self, workspace_id: str) -> str:
+    def _alias(self, workspace_id: WorkspaceId) -> str:
         return qdrant_alias_name(workspace_id, self.prefix)
 
     async def _target(self, alias: str) -> str | None:
@@ -135,7 +135,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         return next((a.collection_name for a in aliases.aliases if a.alias_name == alias), None)
 
     async def exists_workspace(self, workspace_id: str) -> bool:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         return await self._target(self._alias(workspace_id)) is not None
 
     async def list_workspaces(self) -> list[str]:
@@ -159,7 +159,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         """The collection that maps hashed aliases (ids too long to encode) to their workspace ids."""
         return f"{self.prefix}_registry"
 
-    async def _register(self, workspace_id: str, alias: str) -> None:
+    async def _register(self, workspace_id: WorkspaceId, alias: str) -> None:
         if qdrant_workspace_id(alias, self.prefix) == workspace_id:
             return  # the alias says it already
         registry = self._registry()
@@ -170,12 +170,12 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         await self._call(self.client.upsert(registry, points=[entry], wait=True))
 
     async def create_workspace(self, workspace_id: str) -> None:
-        validate_workspace_id(workspace_id)
+        workspace_id = validate_workspace_id(workspace_id)
         async with self._write_lock(workspace_id):
             if await self._target(self._alias(workspace_id)) is None:
                 await self._new_generation(workspace_id, self.embedder.dimensions, swap_from=None)
 
-    async def _new_generation(self, workspace_id: str, dim: int, *, swap_from: str | None) -> str:
+    async def _new_generation(self, workspace_id: WorkspaceId, dim: int, *, swap_from: str | None) -> str:
         """A new empty collection for the workspace; with `swap_from` (the current one) the alias moves to it."""
         alias = self._alias(workspace_id)
         name = f"{alias}_g{self._next_seq()}"
@@ -203,7 +203,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
     def _translate(self, conditions: Iterable[Condition]) -> QdrantFilter:
         return QdrantFilter(exact=not list(conditions))
 
-    async def _stored_dim(self, workspace_id: str) -> int | None:
+    async def _stored_dim(self, workspace_id: WorkspaceId) -> int | None:
         collection = await self._target(self._alias(workspace_id))
         if collection is None:
             return None
@@ -213,7 +213,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         vectors = info.config.params.vectors
         return int(vectors.size) if isinstance(vectors, models.VectorParams) else None
 
-    async def _stored_space(self, workspace_id: str) -> EmbeddingSpace | None:
+    async def _stored_space(self, workspace_id: WorkspaceId) -> EmbeddingSpace | None:
         collection = await self._target(self._alias(workspace_id))
         if collection is None:
             return None
@@ -231,7 +231,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
             if offset is None:
                 return points
 
-    def _node(self, workspace_id: str, point: Any, *, with_vector: bool) -> VectorNode:
+    def _node(self, workspace_id: WorkspaceId, point: Any, *, with_vector: bool) -> VectorNode:
         payload = point.payload or {}
         vector = np.asarray(point.vector, dtype=np.float32) if with_vector and point.vector is not None else None
         return VectorNode(
@@ -242,7 +242,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
             vector=vector,
         )
 
-    async def _scan(self, workspace_id: str, native: QdrantFilter, *, with_vectors: bool) -> list[VectorNode]:
+    async def _scan(self, workspace_id: WorkspaceId, native: QdrantFilter, *, with_vectors: bool) -> list[VectorNode]:
         collection = await self._target(self._alias(workspace_id))
         if collection is None:
             return []
@@ -251,7 +251,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         return [self._node(workspace_id, point, with_vector=with_vectors) for point in points]
 
     async def _search_native(
-        self, workspace_id: str, query: NDArray[np.float32], top_k: int, native: QdrantFilter
+        self, workspace_id: WorkspaceId, query: NDArray[np.float32], top_k: int, native: QdrantFilter
     ) -> list[SearchHit]:
         alias = self._alias(workspace_id)
         found = await self._call(
@@ -262,7 +262,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
             for p in found.points
         ]
 
-    async def _fetch(self, workspace_id: str, ids: list[str]) -> list[VectorNode]:
+    async def _fetch(self, workspace_id: WorkspaceId, ids: list[str]) -> list[VectorNode]:
         collection = await self._target(self._alias(workspace_id))
         if collection is None:
             return []
@@ -296,7 +296,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
             ]
             await self._call(self.client.upsert(collection, points=points, wait=True))
 
-    async def _commit_upsert(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_upsert(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         async with self._write_lock(workspace_id):
             alias = self._alias(workspace_id)
             collection = await self._target(alias)
@@ -322,7 +322,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
                 await self._call(self.client.update_collection(collection, metadata=space))
             return len(batch)
 
-    async def _commit_delete(self, workspace_id: str, ids: list[str]) -> int:
+    async def _commit_delete(self, workspace_id: WorkspaceId, ids: list[str]) -> int:
         async with self._write_lock(workspace_id):
             collection = await self._target(self._alias(workspace_id))
             if collection is None:
@@ -333,7 +333,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
                 await self._call(self.client.delete(collection, points_selector=selector, wait=True))
             return len(existing)
 
-    async def _commit_replace(self, workspace_id: str, batch: Prepared) -> int:
+    async def _commit_replace(self, workspace_id: WorkspaceId, batch: Prepared) -> int:
         async with self._write_lock(workspace_id):
             alias = self._alias(workspace_id)
             old = await self._target(alias)
@@ -350,7 +350,7 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
                 await self._call(self.client.delete_collection(old))
             return len(batch)
 
-    async def _commit_drop(self, workspace_id: str) -> bool:
+    async def _commit_drop(self, workspace_id: WorkspaceId) -> bool:
         async with self._write_lock(workspace_id):
             alias = self._alias(workspace_id)
             collection = await self._target(alias)
