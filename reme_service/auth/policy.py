@@ -50,7 +50,12 @@ def resolve_flow(
 def resolve_workspace(caller: Caller, workspace_id: str, needed: Scope, what: str) -> RequestScope:
     """The scope of a request on one named workspace (the management routes, an event stream's filter): the id
     validated (400), then `needed` checked for `what` and the workspace against the key (403)."""
-    workspace_id = validate_workspace_id(workspace_id)
+    return workspace_scope(caller, validate_workspace_id(workspace_id), needed, what)
+
+
+def workspace_scope(caller: Caller, workspace_id: WorkspaceId, needed: Scope, what: str) -> RequestScope:
+    """`resolve_workspace` for an id validated already: `needed` checked for `what` and the workspace against the
+    key (403)."""
     check_scope(caller, needed, what)
     check_workspace(caller, workspace_id)
     return RequestScope(caller=caller, workspace_id=workspace_id, needed=needed)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import Scope, caller_now
-from reme_service.auth.policy import RequestScope, resolve_workspace, visible
+from reme_service.auth.policy import RequestScope, resolve_workspace, visible, workspace_scope
 from reme_service.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -147,7 +147,7 @@ class ManageAPI:
         trail = self.app.audit.new_trail(request_id, AUDIT_FLOW)
         error_code: str | None = None
         try:
-            scope = resolve_workspace(caller, workspace_id, "write", what)
+            scope = workspace_scope(caller, workspace_id, "write", what)
             return await change(scope, await self.existing(scope, Writer(trail, caller.key_id)))
         except ReMeError as error:
             error_code = error.code
