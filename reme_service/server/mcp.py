@@ -61,12 +61,12 @@ def build_mcp_server(app: ReMeApp) -> Server[Any, Any]:
     """A low-level MCP server whose tools are `app.flows`, listed and called at request time."""
     server: Server[Any, Any] = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
 
-    @server.list_tools()
+    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]  # the SDK's decorators are untyped
     async def list_tools() -> list[types.Tool]:
         return [tool_for(runner) for runner in app.flows.values()]
 
     # Arguments are validated by the flow's pydantic model (errors name the field), not by the SDK's jsonschema.
-    @server.call_tool(validate_input=False)
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await call_flow(app, name, arguments)
 

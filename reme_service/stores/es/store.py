@@ -246,7 +246,9 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                     return
                 raise
 
-    async def _bulk(self, operations: list[dict[str, Any]], *, refresh: bool, require_alias: bool) -> list[dict]:
+    async def _bulk(
+        self, operations: list[dict[str, Any]], *, refresh: bool, require_alias: bool
+    ) -> list[dict[str, Any]]:
         """Send one bulk request; returns each item's result object."""
         async with self._guard("bulk"):
             response = await self.es.bulk(
@@ -457,7 +459,8 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 if _missing(exc):
                     return None
                 raise
-        return response.body["hits"]["hits"]
+        hits: list[dict[str, Any]] = response.body["hits"]["hits"]
+        return hits
 
     async def _scan(self, workspace_id: str, native: EsFilter, *, with_vectors: bool) -> list[VectorNode]:
         """Every matching document in listing order. One page is one search; a longer listing pages with
