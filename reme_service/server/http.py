@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from reme_service import __version__, json_pieces
+from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.errors import OverloadedError, ReMeError
@@ -46,6 +46,7 @@ from reme_service.server.observer import RequestObserver
 from reme_service.server.operator_routes import operator_router
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy
 from reme_service.server.ui import ui_router
+from reme_service.version import __version__
 
 logger = logging.getLogger("reme_service.http")
 

@@ -35,13 +35,13 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reme_service import __version__
 from reme_service.auth.access import is_loopback
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_body import StrictJsonBody
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy, host_patterns
+from reme_service.version import __version__
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
