@@ -2,7 +2,8 @@
 
 Subscribers read from a bounded queue of their own; one that falls behind loses the oldest events and is told so
 (a `lagged` marker), so a slow reader cannot hold memory or slow a request. Events are published when a request's
-changes are final (`ReMeApp` calls `publish_trail` with the request's audit trail; the job queue `publish_job`).
+changes are final (`audit/recorder.py: AuditRecorder.change` calls `publish_trail` with the request's audit trail;
+`jobs/flow_jobs.py: FlowJobs` `publish`es a `JOB` event as each job finishes).
 """
 
 from __future__ import annotations
