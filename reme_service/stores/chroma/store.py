@@ -13,7 +13,7 @@ re-normalised copy of each vector, so vectors read back would differ from those 
 Collections created by others in the cosine or l2 space are read with the matching conversion.
 
 Chroma searches an HNSW graph, so an unfiltered search is approximate (`params.hnsw.ef_search` trades speed for
-recall); a filtered one is exact in practice. Filters Chroma cannot express (see `chroma_where.py`) are answered
+recall); a filtered one is exact in practice. Filters Chroma cannot express (see `chroma/where.py`) are answered
 by reading the narrowed candidates and ranking them exactly here.
 
 Writes: Chroma merges metadata on upsert, so the keys of a replaced record that the new version lacks are set to

@@ -123,7 +123,7 @@ def _node(hit: dict[str, Any], workspace_id: str, *, with_vectors: bool) -> Vect
 
 class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     """`summarize` is the base's default (every document listed, then counted). An aggregation would have to run on
-    the nested typed leaves (`es_query.py`: `metadata` itself is stored unindexed): a `nested` + `filter` on the
+    the nested typed leaves (`es/query.py`: `metadata` itself is stored unindexed): a `nested` + `filter` on the
     path, `terms` on the string leaf, with the nodes lacking the path counted apart, and the latest time a `terms`
     ordered by key (a `max` takes numbers only); the test server (`tests/fakes/es_server.py`) answers no
     aggregations, so that would ship untested."""
