@@ -23,12 +23,12 @@ from reme_service.errors import (
     RequestValidationError,
     StoreError,
 )
+from reme_service.version import __version__
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
     from reme_service.config.models import AppConfig
 
-__version__ = "0.1.0"
 
 # name -> module that defines it; imported when the name is first read.
 _LAZY = {"ReMeApp": "reme_service.app", "AppConfig": "reme_service.config.models"}

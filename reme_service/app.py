@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reme_service import __version__
 from reme_service.audit.log import AuditLog
 from reme_service.audit.recorder import AuditRecorder
 from reme_service.audit.trail import AuditTrail
@@ -53,6 +52,7 @@ from reme_service.providers.metered import MeteredEmbedder, MeteredLLM
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
 from reme_service.storage.factory import build_store, parse_store_params
+from reme_service.version import __version__
 
 KEY_USE_FLUSH_SECONDS = 5.0
 

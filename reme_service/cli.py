@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from reme_service import __version__
 from reme_service.errors import ConfigError, ReMeError
 from reme_service.observe.logs import configure_logging
+from reme_service.version import __version__
 
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)

@@ -177,7 +177,8 @@ def request_body(fields: Mapping[str, Any], workspace_id: str) -> dict[str, Any]
     body = {key: value for key, value in fields.items() if value is not None}
     if workspace_id and not body.get("workspace_id"):
         body["workspace_id"] = workspace_id
-    return to_jsonable_python(body)
+    jsonable: dict[str, Any] = to_jsonable_python(body)
+    return jsonable
 
 
 # `vector_store` actions that may run for minutes (a 10,000-memory library embedded by the local model: ~1 min on
@@ -247,7 +248,7 @@ class _ClientBase(Generic[H]):
         return dict(response.json())
 
     def _delay(self, attempt: int) -> float:
-        return self.backoff * (2**attempt)
+        return self.backoff * 2.0**attempt
 
     def _overload_delay(self, response: httpx.Response, attempt: int) -> float | None:
         """How long to wait before sending again when the server answered `overloaded` (it did not run the request,

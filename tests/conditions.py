@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 
-async def until(condition: Callable[[], bool | Awaitable[bool]], *, limit: float = 5.0) -> None:
+async def until(condition: Callable[[], bool | Awaitable[bool]], *, limit: float = 30.0) -> None:
     """Poll `condition` (plain or async) until it holds; fail the test after `limit` seconds."""
     deadline = time.monotonic() + limit
     while True:
@@ -21,7 +21,7 @@ async def until(condition: Callable[[], bool | Awaitable[bool]], *, limit: float
         await asyncio.sleep(0.005)  # the polling interval, not a guess at how long anything takes
 
 
-def until_sync(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
+def until_sync(condition: Callable[[], bool], *, limit: float = 30.0) -> None:
     """`until` for synchronous tests (a server in another thread or process)."""
     deadline = time.monotonic() + limit
     while not condition():

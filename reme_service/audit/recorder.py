@@ -89,7 +89,8 @@ class AuditRecorder:
     ) -> None:
         """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
         they are on; both at once, so their fsyncs overlap), as `caller`, on disk when this returns."""
-        self._events.publish_trail(flow, request_id, trail)
+        for event in trail.events(flow, request_id):
+            self._events.publish(event)
         writes: list[Awaitable[Any]] = []
         if self._history is not None:
             writes += [self._history.write(workspace, steps) for workspace, steps in trail.history.items()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from reme_service.events.event import Event, EventType
 from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
 
 
@@ -76,3 +77,30 @@ class AuditTrail:
     def invalidated_ids(self, workspace_id: str, ids: list[str]) -> None:
         if ids:
             self._add(self.invalidated, workspace_id, ids)
+
+    def events(self, flow: str, request_id: str) -> list[Event]:
+        """The change events of what the request did: one per workspace and kind of change, ADD, UPDATE,
+        INVALIDATE (an update that marked facts no longer true), DELETE (a dropped workspace is a DELETE with no
+        ids)."""
+        updated = {}
+        for workspace, ids in self.changed.items():
+            invalidated = set(self.invalidated.get(workspace, ()))
+            updated[workspace] = [i for i in ids if i not in invalidated]
+        kinds: tuple[tuple[EventType, dict[str, list[str]]], ...] = (
+            ("ADD", self.added),
+            ("UPDATE", updated),
+            ("INVALIDATE", self.invalidated),
+            ("DELETE", self.deleted),
+        )
+        events = [
+            Event(type=kind, workspace_id=workspace_id, memory_ids=list(ids), request_id=request_id, flow=flow)
+            for kind, by_workspace in kinds
+            for workspace_id, ids in by_workspace.items()
+            if ids
+        ]
+        events += [
+            Event(type="DELETE", workspace_id=workspace_id, request_id=request_id, flow=flow)
+            for workspace_id in self.dropped_workspaces
+            if workspace_id not in self.deleted
+        ]
+        return events

@@ -21,6 +21,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ValidationError
 
 from reme_service.config.models import AppConfig
+from reme_service.config.yaml_file import read_yaml
 from reme_service.errors import ConfigError, describe_validation_errors
 
 PACKAGED_DIR = Path(__file__).resolve().parent
@@ -91,7 +92,7 @@ def _resolve_yaml(name: str) -> Path:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     if not isinstance(data, dict):

@@ -2,7 +2,8 @@
 
 Subscribers read from a bounded queue of their own; one that falls behind loses the oldest events and is told so
 (a `lagged` marker), so a slow reader cannot hold memory or slow a request. Events are published when a request's
-changes are final (`ReMeApp` calls `publish_trail` with the request's audit trail; the job queue `publish_job`).
+changes are final: the audit recorder publishes the events of a request's trail (`AuditTrail.events`), the flow
+jobs a job's end. The bus knows events only, nothing of trails or jobs.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from reme_service.audit.trail import AuditTrail
 from reme_service.config.models import EventsConfig
-from reme_service.events.event import Event, EventType
+from reme_service.events.event import Event
 from reme_service.events.webhooks import DeliveryLog, Webhook
 
 Lagged = int  # how many events a subscriber lost
@@ -83,27 +83,3 @@ class EventBus:
         for hook in self.webhooks:
             if hook.wants(event):
                 hook.offer(event)
-
-    def publish_trail(self, flow: str, request_id: str, trail: AuditTrail) -> None:
-        """One event per workspace and kind of change the request made: ADD, UPDATE, INVALIDATE (an update that
-        marked facts no longer true), DELETE (a dropped workspace is a DELETE with no ids)."""
-        updated = {}
-        for workspace, ids in trail.changed.items():
-            invalidated = set(trail.invalidated.get(workspace, ()))
-            updated[workspace] = [i for i in ids if i not in invalidated]
-        kinds: tuple[tuple[EventType, dict[str, list[str]]], ...] = (
-            ("ADD", trail.added),
-            ("UPDATE", updated),
-            ("INVALIDATE", trail.invalidated),
-            ("DELETE", trail.deleted),
-        )
-        for kind, by_workspace in kinds:
-            for workspace_id, ids in by_workspace.items():
-                if not ids:
-                    continue
-                self.publish(
-                    Event(type=kind, workspace_id=workspace_id, memory_ids=list(ids), request_id=request_id, flow=flow)
-                )
-        for workspace_id in trail.dropped_workspaces:
-            if workspace_id not in trail.deleted:
-                self.publish(Event(type="DELETE", workspace_id=workspace_id, request_id=request_id, flow=flow))

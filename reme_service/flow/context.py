@@ -11,14 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from pydantic import BaseModel, Field
 
 from reme_service.errors import UndeclaredAccessError
 
-if TYPE_CHECKING:
-    from reme_service.flow.op import AnyOp
+
+class Declarations(Protocol):
+    """What a context view checks an op's accesses against: the names it declared (`flow.op.Op` has them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input_names(self) -> frozenset[str]: ...
+
+    @property
+    def readable_keys(self) -> frozenset[str]: ...
+
+    @property
+    def writable_keys(self) -> frozenset[str]: ...
+
 
 T = TypeVar("T")
 
@@ -70,7 +84,7 @@ class FlowContext:
         self.request = request
         self.response = FlowResponse()
         self._data: dict[str, Any] = {}
-        self._op: AnyOp | None = None
+        self._op: Declarations | None = None
         self._finished: list[bool] = [False]  # shared by every view (a list, so `bind`'s copies see one flag)
 
     def finish(self) -> None:
@@ -82,7 +96,7 @@ class FlowContext:
     def finished(self) -> bool:
         return self._finished[0]
 
-    def bind(self, op: AnyOp) -> Self:
+    def bind(self, op: Declarations) -> Self:
         """A view of this context that allows exactly what `op` declares (same values, same response)."""
         view = object.__new__(type(self))  # a shallow copy, without copy.copy's reduce protocol (one per op run)
         view.__dict__.update(self.__dict__)

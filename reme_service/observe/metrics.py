@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reme_service import __version__
+from reme_service.version import __version__
 
 F = TypeVar("F", Counter, Histogram)
 ClientKind = Literal["llm", "embedding", "store"]

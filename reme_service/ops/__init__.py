@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reme_service.flow.op import Op
+from reme_service.flow.op import AnyOp
 from reme_service.ops.common import COMMON_OPS
 from reme_service.ops.personal import PERSONAL_ITEM_SCHEMAS, PERSONAL_OPS
 from reme_service.ops.task import TASK_OPS
@@ -16,7 +16,7 @@ from reme_service.ops.tool import TOOL_OPS
 from reme_service.ops.vector_store import VECTOR_STORE_OPS
 from reme_service.ops.working import WORKING_OPS
 
-ALL_OPS: tuple[type[Op], ...] = (
+ALL_OPS: tuple[type[AnyOp], ...] = (
     *COMMON_OPS,
     *TASK_OPS,
     *PERSONAL_OPS,

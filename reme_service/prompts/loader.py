@@ -11,8 +11,7 @@ import re
 import string
 from pathlib import Path
 
-import yaml
-
+from reme_service.config.yaml_file import read_yaml
 from reme_service.errors import ConfigError
 
 _FLAG_RE = re.compile(r"^\[(\w+)\]")
@@ -39,7 +38,7 @@ class PromptLibrary:
         if path not in self._files:
             if not path.is_file():
                 raise ConfigError(f"prompt file {path} is missing")
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = read_yaml(path) or {}
             if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
                 raise ConfigError(f"prompt file {path}: every top-level value must be a string template")
             self._files[path] = data

@@ -51,7 +51,7 @@ class RetryableReply(Exception):
 def backoff_delay(attempt: int, backoff: float, *, cap: float = BACKOFF_CAP) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based): `backoff * 2**(attempt-1)`, capped,
     with "equal jitter" (a uniformly random value between half of it and all of it)."""
-    base = min(cap, backoff * (2 ** (attempt - 1)))
+    base = min(cap, backoff * 2.0 ** (attempt - 1))
     return base / 2 + random.uniform(0, base / 2)
 
 

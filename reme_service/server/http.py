@@ -24,13 +24,14 @@ from fastapi.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from reme_service import __version__, json_pieces
+from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.errors import OverloadedError, ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 from reme_service.observe.request_info import current_request
+from reme_service.ops.common.context import ServiceContext
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
 from reme_service.server.docs import STATIC_PREFIX, docs_router, docs_static
@@ -45,6 +46,7 @@ from reme_service.server.observer import RequestObserver
 from reme_service.server.operator_routes import operator_router
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy
 from reme_service.server.ui import ui_router
+from reme_service.version import __version__
 
 logger = logging.getLogger("reme_service.http")
 
@@ -66,7 +68,9 @@ class _FlowRoute(Route):
         return match, child
 
 
-def _flow_endpoint(app: ReMeApp, runner: FlowRunner, offload_bytes: int) -> Callable[[Request], Awaitable[Response]]:
+def _flow_endpoint(
+    app: ReMeApp, runner: FlowRunner[ServiceContext], offload_bytes: int
+) -> Callable[[Request], Awaitable[Response]]:
     """The served endpoint: raw body → request model (`body.decode_body`, off the loop when large) → flow → JSON
     (off the loop when the request or the answer is large)."""
 
@@ -105,7 +109,7 @@ def _encode_releasing(held: list[Any], large: bool = True) -> bytes:
     return content
 
 
-def _documented_endpoint(runner: FlowRunner) -> Callable[..., Awaitable[Response]]:
+def _documented_endpoint(runner: FlowRunner[ServiceContext]) -> Callable[..., Awaitable[Response]]:
     """What OpenAPI shows for a flow: the same path with its request model as the body (never served)."""
 
     async def endpoint(body: Any) -> Response:  # pragma: no cover - documentation only
@@ -118,7 +122,7 @@ def _documented_endpoint(runner: FlowRunner) -> Callable[..., Awaitable[Response
     return endpoint
 
 
-def _flow_route(runner: FlowRunner) -> dict[str, Any]:
+def _flow_route(runner: FlowRunner[ServiceContext]) -> dict[str, Any]:
     responses: dict[int | str, Any] = {200: {"model": FlowResponse, "description": "the response envelope"}}
     if "run_async" in runner.request_model.model_fields:  # a background flow (server/job_routes.py)
         responses[202] = {"description": '"async": true: accepted as a job; metadata.job_id, then GET /jobs/{job_id}'}

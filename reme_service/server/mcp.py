@@ -35,13 +35,13 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reme_service import __version__
 from reme_service.auth.access import is_loopback
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_body import StrictJsonBody
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy, host_patterns
+from reme_service.version import __version__
 
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
@@ -61,12 +61,12 @@ def build_mcp_server(app: ReMeApp) -> Server[Any, Any]:
     """A low-level MCP server whose tools are `app.flows`, listed and called at request time."""
     server: Server[Any, Any] = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
 
-    @server.list_tools()
+    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]  # the SDK's decorators are untyped
     async def list_tools() -> list[types.Tool]:
         return [tool_for(runner) for runner in app.flows.values()]
 
     # Arguments are validated by the flow's pydantic model (errors name the field), not by the SDK's jsonschema.
-    @server.call_tool(validate_input=False)
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await call_flow(app, name, arguments)
 

@@ -33,6 +33,7 @@ from reme_service.errors import (
 if TYPE_CHECKING:
     from reme_service.app import ReMeApp
     from reme_service.flow.runner import FlowRunner
+    from reme_service.ops.common.context import ServiceContext
 from reme_service.schema.flat_schema import flatten
 
 logger = logging.getLogger("reme_service.mcp")
@@ -52,7 +53,7 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 }
 
 
-def tool_for(runner: FlowRunner) -> types.Tool:
+def tool_for(runner: FlowRunner[ServiceContext]) -> types.Tool:
     """The MCP tool of one flow: its name, description, request schema and the response schema."""
     schema = flatten(runner.request_model.model_json_schema(mode="validation"))  # no $ref: hosts copy it as is
     schema.pop("title", None)

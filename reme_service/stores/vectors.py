@@ -82,7 +82,8 @@ def as_query(vector: QueryVector, workspace_id: str, dim: int) -> NDArray[np.flo
         raise InvalidRequestError("a query vector must be one-dimensional")
     if query.shape[0] != dim:
         raise dimension_error(workspace_id, dim, query.shape[0], "the query vector")
-    return normalise_rows(query[None, :].copy(), what="the query vector")[0]
+    unit: NDArray[np.float32] = normalise_rows(query[None, :].copy(), what="the query vector")[0]
+    return unit
 
 
 def exact_top(nodes: Sequence[VectorNode], query: NDArray[np.float32], top_k: int) -> list[SearchHit]:

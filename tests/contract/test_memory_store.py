@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from reme_service.schema import vector_node
 from reme_service.stores.base import VectorStore
 from reme_service.stores.inproc import packed, workspace
 from reme_service.stores.inproc.memory import MemoryVectorStore
@@ -65,8 +66,8 @@ class TestInProcessSummary:
 
             return wrapper
 
-        monkeypatch.setattr(workspace, "export_node", counting("nodes", workspace.export_node))
-        monkeypatch.setattr(packed, "trusted_node", counting("nodes", packed.trusted_node))
+        monkeypatch.setattr(workspace, "export_node", counting("nodes", packed.export_node))
+        monkeypatch.setattr(packed, "trusted_node", counting("nodes", vector_node.trusted_node))
         monkeypatch.setattr(VectorStore, "summarize", counting("default", VectorStore.summarize))
         monkeypatch.setattr(Tally, "of", classmethod(counting("counts", Tally.of.__func__)))  # type: ignore[attr-defined]
         return calls

@@ -30,7 +30,7 @@ FILLER = ["amber", "basil", "cedar", "delta", "fjord", "grove", "heron", "iris",
 
 @pytest.fixture
 async def store(pg_dsn: str) -> AsyncIterator[PgvectorVectorStore]:  # noqa: F811
-    """A store that searches in PostgreSQL (no in-process copies: `pg_replica.py`)."""
+    """A store that searches in PostgreSQL (no in-process copies: `pg/replica.py`)."""
     store = make_store(pg_dsn, replica_rows=0)
     await store.start()
     yield store

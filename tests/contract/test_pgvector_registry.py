@@ -43,7 +43,7 @@ async def pair(
     pg_dsn: str,  # noqa: F811
 ) -> AsyncIterator[tuple[PgvectorVectorStore, PgvectorVectorStore]]:
     """A writer and a reader sharing the database and the prefix, as two processes would; the reader searches in
-    PostgreSQL, or in its copies (`pg_replica.py`)."""
+    PostgreSQL, or in its copies (`pg/replica.py`)."""
     writer = make_store(pg_dsn, lock_wait=1)
     rows = 0 if request.param == "postgres" else 100
     reader = make_store(pg_dsn, table_prefix=writer.prefix, lock_wait=1, replica_rows=rows)

@@ -237,7 +237,7 @@ async def test_a_catch_up_is_one_exclusive_step(trio: Trio, monkeypatch: pytest.
 
 
 async def test_concurrent_searches_share_their_registry_reads(trio: Trio, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Searches that ask at once read their workspaces' registry rows in one statement (`pg_heads.py`), and each
+    """Searches that ask at once read their workspaces' registry rows in one statement (`pg/heads.py`), and each
     still finds a write finished before it asked."""
     names = [f"w{i}" for i in range(8)]
     for name in names:

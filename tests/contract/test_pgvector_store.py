@@ -53,7 +53,7 @@ class TestPgvectorStore(ContractTests):
         embedder: CountingEmbedder,
         pg_dsn: str,  # noqa: F811
     ) -> AsyncIterator[PgvectorVectorStore]:
-        """Searched in PostgreSQL (through the HNSW index, or exact), or in the process's copies (`pg_replica.py`)."""
+        """Searched in PostgreSQL (through the HNSW index, or exact), or in the process's copies (`pg/replica.py`)."""
         if request.param == "copied":
             store = make_store(pg_dsn, embedder)
         else:

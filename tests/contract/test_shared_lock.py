@@ -152,11 +152,9 @@ async def test_a_held_lease_is_renewed_and_a_dead_holders_lease_is_taken_over(
     assert holder.shared_lock is not None
     dead = await holder.shared_lock.backend.claim("ws", "dead-process", time.time() - 1)
     assert dead is not None and dead.owner == "dead-process"
-    patient = stores(lock_wait=5)
+    patient = stores(lock_wait=30)
     with caplog.at_level(logging.WARNING, logger="reme_service.stores.shared_lock"):
-        started = time.monotonic()
-        async with patient.lock("ws"):
-            assert time.monotonic() - started < 2
+        async with patient.lock("ws"):  # the dead holder never releases it: only a takeover can grant it
             assert await _lease_owner(patient, "ws") not in (None, "dead-process")
     assert "from a holder whose lease expired" in caplog.text
     assert await _lease_owner(patient, "ws") is None
@@ -395,7 +393,7 @@ async def assert_waiter_gives_up(holder: VectorStore, waiter: VectorStore) -> No
         with pytest.raises(StoreError, match="workspace 'busy' stayed locked by another service process") as caught:
             async with waiter.lock("busy"):
                 pytest.fail("the lock was granted twice")
-        assert 0.3 <= time.monotonic() - started < 3
+        assert time.monotonic() - started >= 0.3  # it waited out its lock_wait (a hang is the per-test timeout's)
         assert caught.value.status == 503
     async with waiter.lock("busy"):  # free again once released
         pass

@@ -13,8 +13,9 @@ import pytest
 
 from reme_service.app import ReMeApp
 from reme_service.errors import ConfigError
-from reme_service.ops.working import MessageOffloadOp, file_tools
+from reme_service.ops.working import file_tools
 from reme_service.ops.working.message_io import parse_messages
+from reme_service.ops.working.message_offload_op import MessageOffloadOp
 from reme_service.ops.working.token_count import TokenizerTokenCounter
 from tests.conditions import until
 

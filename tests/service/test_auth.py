@@ -186,14 +186,30 @@ def test_a_read_key_may_read_but_not_write(serve: ServeFn, tmp_path: Path) -> No
         assert len(still.json()["metadata"]["action_result"]) == 1
 
 
-def test_a_revoked_key_gets_401_within_2_seconds(serve: ServeFn, tmp_path: Path) -> None:
+#: `auth.reload_seconds`' default, with room for the file system's timestamp granularity
+RELOAD_SECONDS = 1.0 + 0.05
+
+
+def test_a_revoked_key_gets_401_within_the_reload_interval(serve: ServeFn, tmp_path: Path) -> None:
+    """The key file is looked at every `auth.reload_seconds` (1 s): a request checked later than that after the
+    revocation is refused. Said without a time budget: a request SENT more than the interval after the revocation
+    is checked later still, so no such request may get a 200 (however slow the machine)."""
     record, key = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write")
     with serve() as client:
         assert client.post("/vector_store", json=insert("alice"), headers=bearer(key)).status_code == 200
         revoke_key(keys_file(tmp_path), record.id)
         revoked_at = time.monotonic()
-        wait_for(lambda: client.post("/vector_store", json=insert("alice"), headers=bearer(key)).status_code == 401)
-        assert time.monotonic() - revoked_at < 2.0
+        late_answers: list[float] = []
+
+        def refused() -> bool:
+            sent = time.monotonic() - revoked_at
+            status = client.post("/vector_store", json=insert("alice"), headers=bearer(key)).status_code
+            if status == 200 and sent > RELOAD_SECONDS:
+                late_answers.append(sent)
+            return status == 401
+
+        wait_for(refused)
+        assert late_answers == [], f"the revoked key was accepted {late_answers} s after the revocation"
         response = client.post("/vector_store", json=insert("alice"), headers=bearer(key))
         assert "revoked" in error_of(response)["message"]
         assert client.post("/vector_store", json=insert("alice")).status_code == 401  # no key: still closed

@@ -77,4 +77,5 @@ def decay(memory: BaseMemory, as_of: datetime, settings: LifecycleSettings) -> f
     if born is None:
         return 1.0
     age_days = max(0.0, (as_of - born).total_seconds() / SECONDS_PER_DAY)
-    return max(settings.decay_floor, 0.5 ** (age_days / half_life))
+    factor: float = 0.5 ** (age_days / half_life)
+    return max(settings.decay_floor, factor)

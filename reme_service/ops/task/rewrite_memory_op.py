@@ -59,10 +59,8 @@ class RewriteMemoryOp(ServiceOp[RewriteMemoryParams]):
         prompt = self.render(ctx, "rewrite", query=ctx[keys.QUERY], recent=recent, memories=formatted)
         reply = await ctx.services.llm(self.params.llm).chat([Message(role=Role.USER, content=prompt)])
         data = extract_json(reply.text)
-        if isinstance(data, dict) and isinstance(data.get("rewritten_context"), str):
-            text = data["rewritten_context"].strip()
-        else:
-            text = reply.text.strip()
+        rewritten = data.get("rewritten_context") if isinstance(data, dict) else None
+        text = rewritten.strip() if isinstance(rewritten, str) else reply.text.strip()
         if not text:
             raise LLMReplyError("rewrite reply is empty")
         return text

@@ -153,7 +153,8 @@ async def read_library_nodes(
     file: Path, workspace_id: str, shown: str = "", check: OpenCheck | None = None
 ) -> Sequence[VectorNode]:
     """The library as vector nodes of `workspace_id`, parsed and converted line by line in a worker thread and
-    kept packed (`stores.packed.pack_nodes`): a 100k-memory library is ~60 MiB this way, ~230 as `VectorNode`s."""
+    kept packed (`stores.inproc.packed.pack_nodes`): a 100k-memory library is ~60 MiB this way, ~230 as
+    `VectorNode`s."""
     return await asyncio.to_thread(_parse_nodes, file, workspace_id, shown, check)
 
 

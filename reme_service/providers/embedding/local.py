@@ -225,7 +225,8 @@ class _BertEncoder:
             h, grid_index.reshape(batch, seq), real.astype(np.int64), key_bias.reshape(batch, 1, 1, seq)
         )
         if batch == 1:
-            return states.mean(axis=0, keepdims=True)
+            mean: NDArray[np.float32] = states.mean(axis=0, keepdims=True)
+            return mean
         counts = np.bincount(rows, minlength=batch)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         pooled = np.add.reduceat(states, starts, axis=0)

@@ -13,7 +13,7 @@ re-normalised copy of each vector, so vectors read back would differ from those 
 Collections created by others in the cosine or l2 space are read with the matching conversion.
 
 Chroma searches an HNSW graph, so an unfiltered search is approximate (`params.hnsw.ef_search` trades speed for
-recall); a filtered one is exact in practice. Filters Chroma cannot express (see `chroma_where.py`) are answered
+recall); a filtered one is exact in practice. Filters Chroma cannot express (see `chroma/where.py`) are answered
 by reading the narrowed candidates and ranking them exactly here.
 
 Writes: Chroma merges metadata on upsert, so the keys of a replaced record that the new version lacks are set to
@@ -28,7 +28,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -159,7 +159,7 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         for attempt in (0, 1):
             handle = await self._collection(workspace_id, create=create)
             if handle is None:
-                return _MISSING
+                return cast(T, _MISSING)  # the sentinel every caller tests for
             try:
                 return await work(handle)
             except Exception as exc:
@@ -227,7 +227,10 @@ class ChromaVectorStore(RemoteVectorStore[ChromaWhere]):
         include = ["metadatas", "documents", *(["embeddings"] if with_vectors else [])]
 
         async def page(offset: int) -> dict[str, Any]:
-            return await self.conn.call(handle, "get", where=where, limit=PAGE, offset=offset, include=include)
+            got: dict[str, Any] = await self.conn.call(
+                handle, "get", where=where, limit=PAGE, offset=offset, include=include
+            )
+            return got
 
         first = await page(0)
         rows = self._nodes(workspace_id, first, with_vectors=with_vectors)

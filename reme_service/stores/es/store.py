@@ -123,7 +123,7 @@ def _node(hit: dict[str, Any], workspace_id: WorkspaceId, *, with_vectors: bool)
 
 class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
     """`summarize` is the base's default (every document listed, then counted). An aggregation would have to run on
-    the nested typed leaves (`es_query.py`: `metadata` itself is stored unindexed): a `nested` + `filter` on the
+    the nested typed leaves (`es/query.py`: `metadata` itself is stored unindexed): a `nested` + `filter` on the
     path, `terms` on the string leaf, with the nodes lacking the path counted apart, and the latest time a `terms`
     ordered by key (a `max` takes numbers only); the test server (`tests/fakes/es_server.py`) answers no
     aggregations, so that would ship untested."""
@@ -246,7 +246,9 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                     return
                 raise
 
-    async def _bulk(self, operations: list[dict[str, Any]], *, refresh: bool, require_alias: bool) -> list[dict]:
+    async def _bulk(
+        self, operations: list[dict[str, Any]], *, refresh: bool, require_alias: bool
+    ) -> list[dict[str, Any]]:
         """Send one bulk request; returns each item's result object."""
         async with self._guard("bulk"):
             response = await self.es.bulk(
@@ -460,7 +462,8 @@ class ElasticsearchVectorStore(RemoteVectorStore[EsFilter]):
                 if _missing(exc):
                     return None
                 raise
-        return response.body["hits"]["hits"]
+        hits: list[dict[str, Any]] = response.body["hits"]["hits"]
+        return hits
 
     async def _scan(self, workspace_id: WorkspaceId, native: EsFilter, *, with_vectors: bool) -> list[VectorNode]:
         """Every matching document in listing order. One page is one search; a longer listing pages with

@@ -35,8 +35,10 @@ def dot_rows(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray
     single-threaded it is slower past 50k rows; `np.vecdot` is one SIMD pass bound by memory bandwidth
     (100k x 384: ~5.5 ms, idle or not). numpy < 2 has no vecdot; einsum is the same kind of loop."""
     if hasattr(np, "vecdot"):
-        return np.vecdot(matrix, query)
-    return np.einsum("ij,j->i", matrix, query)
+        scores: NDArray[np.float32] = np.vecdot(matrix, query)
+    else:
+        scores = np.einsum("ij,j->i", matrix, query)
+    return scores
 
 
 def top_rows(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:

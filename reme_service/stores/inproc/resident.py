@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from reme_service.stores.inproc.memory import WorkspaceState
+from reme_service.stores.inproc.workspace import WorkspaceState
 
 SAMPLE_NODES = 64
 INDEX_ENTRY_BYTES = 104  # a `rows` dict entry (key pointer, value int, hash slot) and the table's two list slots

@@ -42,7 +42,7 @@ class CopySearches:
         self._embedder = embedder
         first = embedder()
         self._space_text = (first, space_of(first).to_json())  # the embedder's space as the registry records it
-        # the registry rows searches of the copies read, several workspaces' in one statement (`pg_heads.py`)
+        # the registry rows searches of the copies read, several workspaces' in one statement (`pg/heads.py`)
         self._heads: HeadReads[Head] = HeadReads(self._read_heads)
 
     async def close(self) -> None:
@@ -96,7 +96,7 @@ class CopySearches:
     async def _copy(self, workspace_id: str) -> tuple[bool, WorkspaceState | None]:
         """Whether the workspace holds vectors, and its copy brought up to date (None: search it in PostgreSQL). A
         workspace of another embedding space is refused (409). The registry row comes from a read shared with the
-        searches that asked at the same time (`pg_heads.py`); a connection is taken only to bring the copy up to
+        searches that asked at the same time (`pg/heads.py`); a connection is taken only to bring the copy up to
         date."""
         replicas = self._replicas
         for _ in range(3):  # a workspace replaced while its copy catches up is read again

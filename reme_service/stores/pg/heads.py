@@ -1,6 +1,6 @@
 """`HeadReads`: the registry rows that searches of the pgvector store's copies read, several in one statement.
 
-Every search of a copy (`pg_replica.py`) first reads its workspace's registry row, to learn whether the copy is
+Every search of a copy (`pg/replica.py`) first reads its workspace's registry row, to learn whether the copy is
 current. Under load, many searches want a row at once; each used to take a pooled connection and make its own round
 trip. Here a search asks for its row and joins the next read that has not started yet; reads run one after another,
 each for every workspace asked for since the last one began (`WHERE workspace_id = ANY(...)`).

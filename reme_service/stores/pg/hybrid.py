@@ -4,7 +4,7 @@ Each row keeps `lex`, a `tsvector` of the same index terms the in-process stores
 lower-cased words without stopwords or plural "s", CJK bigrams), under a GIN index. A hybrid search takes the
 `candidates` nearest rows by vector (HNSW, with pgvector's iterative scan when filtered) and the `candidates` best
 by `ts_rank` among the rows holding one of the query's *distinctive* terms — those in at most a tenth of the
-table's rows (`pg_terms.py`; a term in most rows would make the full-text side rank most of the table). Their
+table's rows (`pg/terms.py`; a term in most rows would make the full-text side rank most of the table). Their
 union is ranked, in the same statement, by `lexical.fuse` — `(1 - w) * cosine + w * rank / max(rank)`, in single
 precision as the in-process stores compute it, with `rank` the `ts_rank` of all the query's terms — ties by listing
 order, and only the best `top_k` rows come back. Filters apply to both candidate lists, in SQL.

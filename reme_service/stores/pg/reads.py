@@ -128,7 +128,7 @@ class PgReads:
         search: bool = False,
     ) -> T:
         """`read(conn, table, dim)` on the workspace's table; `empty` for an unknown workspace or one with no
-        vectors. The registry row kept by this process is used when there is one (`pg_registry.py`), else read (and
+        vectors. The registry row kept by this process is used when there is one (`pg/registry.py`), else read (and
         kept when it may be). A table dropped since the row was read or kept (a replace, a delete, in any process)
         makes the row be read again; so does a dimension that does not fit a kept row. A `search` is refused (409)
         when the workspace's vectors are of another embedding space (a kept row is of this store's space)."""
@@ -285,7 +285,7 @@ class PgReads:
         weight: float,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches of `terms` (less the table's common ones), fused in one
-        statement (`pg_hybrid.py`)."""
+        statement (`pg/hybrid.py`)."""
 
         async def read(conn: Conn, table_name: str, dim: int) -> list[SearchHit]:
             common = await self._common_terms.of(conn, table_name)

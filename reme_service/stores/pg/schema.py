@@ -69,7 +69,7 @@ class PgSchema:
             await self._prepare_change_log(conn)
 
     async def _prepare_change_log(self, conn: Conn) -> None:
-        """What the in-process copies catch up from (`pg_replica.py`): the registry's change counter and trimmed
+        """What the in-process copies catch up from (`pg/replica.py`): the registry's change counter and trimmed
         mark, the deleted ids, and each row's version — added to the tables of an older store, whose rows count as
         written at version 0."""
         for column in ("version", "trimmed"):
@@ -109,7 +109,7 @@ class PgSchema:
 
     async def register(self, conn: Conn, workspace_id: str) -> tuple[Entry, int]:
         """The workspace's registry row (inserted when missing), locked for this transaction, and the version this
-        transaction writes: the row's change counter, raised (`pg_replica.py`)."""
+        transaction writes: the row's change counter, raised (`pg/replica.py`)."""
         statement = sql.SQL(
             "INSERT INTO {r} AS r (workspace_id, tbl) VALUES (%s, %s) ON CONFLICT (workspace_id) "
             "DO UPDATE SET version = r.version + 1 RETURNING tbl, dim, space, version"
@@ -156,7 +156,7 @@ class PgSchema:
 
     async def index_table(self, conn: Conn, table: str, dim: int, rows: int) -> bool:
         """The indexes of a table just filled with its first `rows` rows: the listing order, the rows' versions
-        (`pg_replica.py`), the full-text side of hybrid search (`pg_hybrid.py`) and the HNSW index — built here, or,
+        (`pg/replica.py`), the full-text side of hybrid search (`pg/hybrid.py`) and the HNSW index — built here, or,
         above `index_background_rows`, after the commit by `HnswBuilder` (then True: the caller schedules it)."""
         ident = sql.Identifier(table)
         await conn.execute(sql.SQL("CREATE INDEX {} ON {} (seq)").format(sql.Identifier(f"{table}_s"), ident))

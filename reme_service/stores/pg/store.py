@@ -95,9 +95,9 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         )
         self._common_terms = CommonTerms(self._conns.connect_direct)
         self._resuming: asyncio.Task[None] | None = None
-        self._rows = RegistryCache(self.space)  # registry rows kept between requests (`pg_registry.py`)
+        self._rows = RegistryCache(self.space)  # registry rows kept between requests (`pg/registry.py`)
         self._reads = PgReads(params, self._conns, self._schema, self._rows, self._common_terms, lambda: self.space)
-        self._replicas = Replicas(  # in-process copies of the smaller workspaces, searched here (`pg_replica.py`)
+        self._replicas = Replicas(  # in-process copies of the smaller workspaces, searched here (`pg/replica.py`)
             registry=self._schema.registry,
             deleted=self._schema.deleted,
             max_rows=params.replica_rows,
@@ -135,7 +135,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             self._builder.schedule(table)
 
     async def wait_for_indexes(self) -> None:
-        """Until the background index builds (and table analyses, `pg_terms.py`) this process started have ended
+        """Until the background index builds (and table analyses, `pg/terms.py`) this process started have ended
         (tests, benchmarks)."""
         if self._resuming is not None:
             await asyncio.gather(self._resuming, return_exceptions=True)
@@ -145,7 +145,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
     async def health(self) -> dict[str, Any]:
         info: dict[str, Any] = {"backend": self.backend, "index": self.params.index}
         if self._replicas.enabled:
-            info["copies"] = self._replicas.described()  # this process's (`pg_replica.py`)
+            info["copies"] = self._replicas.described()  # this process's (`pg/replica.py`)
         try:
             await self._conns.run("health check", lambda conn: conn.execute("SELECT 1"))
         except StoreError as exc:
@@ -277,7 +277,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         vector: QueryVector | None = None,
     ) -> list[SearchHit]:
         """Nearest vectors and best full-text matches, fused as the in-process stores fuse cosine and BM25
-        (`pg_hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector
+        (`pg/hybrid.py`). Filters SQL cannot express exactly, and queries without index terms, search by vector
         (`vector`, when given, is the query embedded already)."""
         workspace_id = validate_workspace_id(workspace_id)
         plan, native = self._plan(filter, workspace_id)
@@ -309,7 +309,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
 
     async def _insert(self, conn: Conn, table: str, batch: Prepared, version: int) -> None:
         """Insert or replace the batch's rows (new ids get the next listing positions, in batch order), written at
-        `version` (`pg_replica.py`)."""
+        `version` (`pg/replica.py`)."""
         statement = sql.SQL(
             "INSERT INTO {} (id, content, metadata, embedding, lex, ver) "
             "SELECT u.id, u.content, u.metadata::jsonb, u.embedding, to_tsvector('simple', u.lex), {v} "
@@ -328,7 +328,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     batch.ids[start:end],
                     batch.contents[start:end],
                     [orjson.dumps(m).decode() for m in batch.metadatas[start:end]],
-                    VectorRows(batch.vectors[start:end]),  # binary (`pg_vectors.py`)
+                    VectorRows(batch.vectors[start:end]),  # binary (`pg/vectors.py`)
                     [lex_text(content) for content in batch.contents[start:end]],
                 ],
             )
@@ -382,7 +382,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 return 0
             tbl, version = str(row[0]), int(row[2])
             table = sql.Identifier(tbl)
-            # the rows go; their ids are logged for the copies of other processes (`pg_replica.py`)
+            # the rows go; their ids are logged for the copies of other processes (`pg/replica.py`)
             delete = sql.SQL(
                 "WITH gone AS (DELETE FROM {t} WHERE id = ANY(%(ids)s) RETURNING id), "
                 "logged AS (INSERT INTO {d} (tbl, id, ver) SELECT %(tbl)s, id, %(v)s FROM gone), "

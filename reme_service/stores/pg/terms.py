@@ -1,6 +1,6 @@
 """Which index terms are too common to search by, per workspace table, from PostgreSQL's own statistics.
 
-The full-text side of a hybrid search (`pg_hybrid.py`) ranks every row matching any query term. A term found in a
+The full-text side of a hybrid search (`pg/hybrid.py`) ranks every row matching any query term. A term found in a
 large share of the rows makes that most of the table (a library whose memories all say "step" ranks all of them
 for every query with "step"), and it tells rows apart no better than BM25 says: its inverse document frequency is
 close to nothing. So the full-text candidates are found by the terms in at most `COMMON_TERM_SHARE` of the rows
