@@ -7,6 +7,8 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
+from reme_service.auth.caller import TRUSTED
+from reme_service.auth.policy import RequestScope
 from reme_service.flow.op import AnyOp
 from reme_service.ops.common.context import ServiceContext
 from reme_service.schema.memory import TaskMemory
@@ -20,9 +22,8 @@ class _Request(BaseModel):
 
 def _context() -> ServiceContext:
     services = cast(Services, object())  # publishing never touches the services
-    return ServiceContext(
-        flow_name="f", request_id="r", request=_Request(), services=services, workspace_id=WorkspaceId("ws")
-    )
+    scope = RequestScope(caller=TRUSTED, workspace_id=WorkspaceId("ws"), needed="write")
+    return ServiceContext(flow_name="f", request_id="r", request=_Request(), services=services, scope=scope)
 
 
 def _memory(n: int) -> TaskMemory:

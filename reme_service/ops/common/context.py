@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from reme_service.audit.trail import AuditTrail
-from reme_service.auth.caller import ALL_WORKSPACES, TRUSTED, Caller
+from reme_service.auth.caller import ALL_WORKSPACES, Caller
 from reme_service.auth.policy import RequestScope
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
@@ -28,10 +28,10 @@ def workspace_working_root(root: Path, workspace_id: WorkspaceId) -> Path:
 
 
 class ServiceContext(FlowContext):
-    """One request's context for the memory ops. `workspace_id` is already validated (empty in the request means
-    the configured `default_workspace`); `language` is the prompt language (`""` = English, `"zh"`). `scope` is the
-    request's resolved `auth.policy.RequestScope` (its caller, workspace and needed scope) and `trail` its audit
-    trail (None when nothing is tracked), both as the app resolved them when the request entered."""
+    """One request's context for the memory ops. `scope` is the request's resolved `auth.policy.RequestScope`: its
+    caller, its workspace (validated; empty in the request means the configured `default_workspace`) and the scope
+    it needs, as the app resolved them when the request entered. `language` is the prompt language (`""` = English,
+    `"zh"`); `trail` the request's audit trail (None when nothing is tracked)."""
 
     def __init__(
         self,
@@ -40,23 +40,27 @@ class ServiceContext(FlowContext):
         request_id: str,
         request: BaseModel,
         services: Services,
-        workspace_id: WorkspaceId,
+        scope: RequestScope,
         language: str = "",
-        caller: Caller = TRUSTED,
-        scope: RequestScope | None = None,
         trail: AuditTrail | None = None,
     ) -> None:
         super().__init__(flow_name=flow_name, request_id=request_id, request=request)
         self.services = services
-        self.workspace_id = workspace_id
+        self.scope = scope
         self.language = language
-        self.caller = caller
-        self.scope = scope or RequestScope(caller=caller, workspace_id=workspace_id, needed="write")
         self.trail = trail
         #: who this request's store writes are recorded for (None: not recorded)
-        self.writer = Writer(trail, caller.key_id) if trail is not None else None
+        self.writer = Writer(trail, scope.caller.key_id) if trail is not None else None
         # memory object id -> (the memory, its fields when dumped, the dump): `publish_memories`' reuse
         self._dumps: dict[int, tuple[BaseMemory, dict[str, Any], dict[str, Any]]] = {}
+
+    @property
+    def workspace_id(self) -> WorkspaceId:
+        return self.scope.workspace_id
+
+    @property
+    def caller(self) -> Caller:
+        return self.scope.caller
 
     def store(self, name: str = "default") -> GuardedStore:
         """The store named `name`, bound to this request: its writes are recorded to the request's audit trail."""
@@ -120,9 +124,7 @@ class ServiceContextFactory:
             request_id=request_id,
             request=request,
             services=self._services,
-            workspace_id=scope.workspace_id,
-            language=self._services.config.language,
-            caller=scope.caller,
             scope=scope,
+            language=self._services.config.language,
             trail=trail,
         )
