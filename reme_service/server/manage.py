@@ -2,7 +2,9 @@
 
 ```
 GET    /workspaces                                  the caller's workspaces: counts by memory type, last modified
-GET    /workspaces/{id}/memories                    a page: ?limit=&cursor=&memory_type=&q=&since=&until=
+GET    /workspaces/{id}/memories                    a page, and the total: ?limit=&cursor=&sort=&memory_type=&q=
+                                                    &since=&until=
+POST   /workspaces/{id}/memories                    create one memory (201; 409 when its memory_id exists)
 GET    /workspaces/{id}/memories/{memory_id}        one memory (the ReMe memory dict)
 PATCH  /workspaces/{id}/memories/{memory_id}        change fields (re-embedded when `when_to_use` changes)
 DELETE /workspaces/{id}/memories/{memory_id}
@@ -13,9 +15,9 @@ POST   /workspaces/{id}/import                      a JSONL body replaces the wo
 
 Same authentication as the flows (`AuthGate` has set the caller), same scope rules (`auth.policy`: GET needs a
 read key, the rest a write key; a workspace outside the key's scope is a 403 before anything is looked up), same
-error envelope. An unknown workspace or memory is a 404. Pages are ordered by memory id, with opaque cursors
-(`server/pages.py`); the answers' models are in `server/manage_models.py`. Changes go to the audit log as flow
-`manage` (`audit.recorder.AuditRecorder.change`).
+error envelope. An unknown workspace or memory is a 404. Pages are ordered by memory id or by a time (`sort`),
+with opaque cursors (`server/pages.py`); the answers' models are in `server/manage_models.py`. Changes go to the
+audit log as flow `manage` (`audit.recorder.AuditRecorder.change`).
 
 Each route is declared once, on the router `manage_router` returns: its path, method, summary and documented
 answers beside its handler. Each request resolves its `auth.policy.RequestScope` once (`ManageAPI.scope`) and
@@ -26,10 +28,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path as PathParam, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
@@ -37,6 +41,7 @@ from reme_service.app import ReMeApp
 from reme_service.auth.caller import Scope, caller_now
 from reme_service.auth.policy import RequestScope, resolve_workspace, visible, workspace_scope
 from reme_service.errors import (
+    ConflictError,
     InvalidRequestError,
     NotFoundError,
     ReMeError,
@@ -66,10 +71,12 @@ from reme_service.server.pages import (
     WORKSPACES,
     Cursors,
     ListQuery,
+    Page,
     off_loop,
     page_of_ids,
     page_of_nodes,
     parse_limit,
+    parse_sort,
     time_bound,
 )
 from reme_service.storage.writer import Writer
@@ -79,6 +86,8 @@ from reme_service.stores.summary import WorkspaceSummary as StoreSummary
 AUDIT_FLOW = "manage"
 #: fields a PATCH may not change: they name the memory
 FIXED_FIELDS = ("memory_id", "workspace_id")
+#: ReMe's older names a memory dict may still carry (`experience_id`, `experience_type`): read, never refused
+LEGACY_FIELDS = frozenset({"experience_id", "experience_type"})
 
 WorkspaceId = PathParam(description="the workspace id (URL-encoded)")
 MemoryId = PathParam(description="the memory id")
@@ -138,9 +147,12 @@ class ManageAPI:
         action: str,
         what: str,
         change: Callable[[RequestScope, VectorStore], Awaitable[Response]],
+        *,
+        creates: bool = False,
     ) -> Response:
-        """Run a change of an existing workspace with an audit trail and write its record, as the flows do: also
-        when it failed or was refused (a malformed workspace id is a 400 before that, and is not recorded)."""
+        """Run a change of an existing workspace (or of any, when the change `creates` it) with an audit trail and
+        write its record, as the flows do: also when it failed or was refused (a malformed workspace id is a 400
+        before that, and is not recorded)."""
         workspace_id = validate_workspace_id(workspace_id)
         caller = caller_now()
         request_id = request_id_from(request.scope.get("headers", ()))
@@ -148,9 +160,17 @@ class ManageAPI:
         error_code: str | None = None
         try:
             scope = workspace_scope(caller, workspace_id, "write", what)
-            return await change(scope, await self.existing(scope, Writer(trail, caller.key_id)))
+            writer = Writer(trail, caller.key_id)
+            store = self.store(writer) if creates else await self.existing(scope, writer)
+            return await change(scope, store)
         except ReMeError as error:
             error_code = error.code
+            raise
+        except RequestValidationError:  # a body that is not JSON (`server/body.parse_json`): refused, and recorded
+            error_code = InvalidRequestError.code
+            raise
+        except Exception:
+            error_code = "internal_error"
             raise
         finally:
             await self.app.audit.change(AUDIT_FLOW, action, workspace_id, request_id, trail, error_code, caller)
@@ -203,8 +223,9 @@ def _read_routes(router: APIRouter, manage: ManageAPI) -> None:
     @router.get(
         "/workspaces/{workspace_id}/memories",
         name="manage_list_memories",
-        summary="A page of memories by memory id: limit (≤ 500, default 50), cursor, memory_type, q (text in "
-        "when_to_use or content), since, until (time_modified, inclusive)",
+        summary="A page of memories and how many match (`total`): limit (≤ 500, default 50), cursor, sort "
+        "(memory_id, time_created or time_modified; a leading - for descending; default memory_id), memory_type, "
+        "q (text in when_to_use or content), since, until (time_modified, inclusive)",
         responses=_answers(MemoryPage),
     )
     async def list_memories(request: Request, workspace_id: str = WorkspaceId) -> Response:
@@ -223,23 +244,25 @@ def _read_routes(router: APIRouter, manage: ManageAPI) -> None:
             q=params.get("q") or None,
             since=time_bound("since", params.get("since"), end=False),
             until=time_bound("until", params.get("until"), end=True),
+            sort=parse_sort(params.get("sort")),
         )
         cursor = params.get("cursor")
         if cursor:
-            query = ListQuery(**{**query.__dict__, "after": await manage.cursors.open(workspace_id, query, cursor)})
-        if query.filtered:
+            query = replace(query, after=await manage.cursors.open(workspace_id, query, cursor))
+        if query.filtered or not query.by_id:
             type_filter = {"metadata.memory_type": query.memory_type} if query.memory_type else None
             nodes = await store.list_nodes(workspace_id, filter=type_filter)
-            memories, more = await off_loop(len(nodes), lambda: page_of_nodes(nodes, query))
-            last = memories[-1]["memory_id"] if memories else None
+            page: Page = await off_loop(len(nodes), lambda: page_of_nodes(nodes, query))
+            memories = page.items
         else:
             ids = await store.list_ids(workspace_id)
-            page, more = await off_loop(len(ids), lambda: page_of_ids(ids, query.after, query.limit))
-            memories = [memory_dict(node) for node in await store.get(workspace_id, page)]
-            last = page[-1] if page else None
-        next_cursor = await manage.cursors.issue(workspace_id, query, last) if more and last is not None else None
+            page = await off_loop(len(ids), lambda: page_of_ids(ids, query))
+            found = {node.unique_id: node for node in await store.get(workspace_id, page.items)}
+            memories = [memory_dict(found[memory_id]) for memory_id in page.items if memory_id in found]
+        next_cursor = await manage.cursors.issue(workspace_id, query, page.last) if page.more and page.last else None
         return json_response(
-            {"memories": memories, "next_cursor": next_cursor}, request_id=request_id_from(request.scope["headers"])
+            {"memories": memories, "next_cursor": next_cursor, "total": page.total},
+            request_id=request_id_from(request.scope["headers"]),
         )
 
     @router.get(MEMORY_PATH, name="manage_get_memory", summary="One memory", responses=_answers(MemoryDict))
@@ -282,6 +305,34 @@ def _read_routes(router: APIRouter, manage: ManageAPI) -> None:
 
 def _change_routes(router: APIRouter, manage: ManageAPI) -> None:
     """The routes that change a workspace: write keys only; each is audited (`ManageAPI.audited`), refusals too."""
+
+    @router.post(
+        "/workspaces/{workspace_id}/memories",
+        name="manage_create_memory",
+        summary="Create a memory from a ReMe memory dict (memory_type task, personal or tool; memory_id and times "
+        "are given when absent); the workspace is created with it when new",
+        status_code=201,
+        responses={
+            **_answers(MemoryDict, body=True),
+            201: {"model": MemoryDict, "description": "created"},
+            409: {"description": "a memory with this memory_id exists (the error envelope)"},
+        },
+    )
+    async def create_memory(request: Request, workspace_id: str = WorkspaceId) -> Response:
+        async def change(scope: RequestScope, store: VectorStore) -> Response:
+            memory = _new_memory(await request.body(), scope.workspace_id)
+            async with store.lock(scope.workspace_id):
+                if await store.get(scope.workspace_id, [memory.memory_id]):
+                    raise ConflictError(
+                        "a memory with this memory_id exists: PATCH it, or leave memory_id out",
+                        details={"memory_id": memory.memory_id},
+                    )
+                await store.upsert(scope.workspace_id, [memory.to_vector_node()])
+            return json_response(
+                memory.model_dump(mode="json"), status=201, request_id=request_id_from(request.scope["headers"])
+            )
+
+        return await manage.audited(request, workspace_id, "create_memory", "creating a memory", change, creates=True)
 
     @router.patch(
         MEMORY_PATH,
@@ -373,6 +424,37 @@ def _patch_body(raw: bytes) -> dict[str, Any]:
     return patch
 
 
+def _new_memory(raw: bytes, workspace_id: str) -> BaseMemory:
+    """The memory a POST creates in `workspace_id`: its JSON object read and limited as a PATCH's is, validated as
+    `vector_store insert` validates each memory dict; unknown fields, or another workspace_id, are a 400."""
+    data = parse_json(raw) if raw.strip() else None
+    if not isinstance(data, dict) or not data:
+        raise InvalidRequestError("the body must be a JSON object: a memory (memory_type, when_to_use, content, …)")
+    try:
+        check_json_values(data, "memory")
+        memory = memory_from_dict(data)
+    except ValidationError as exc:
+        raise InvalidRequestError(describe_validation_errors(exc, prefix="invalid memory: ", limit=3)) from None
+    _refuse_unknown(data, memory)
+    if memory.workspace_id not in ("", workspace_id):
+        raise InvalidRequestError(
+            "workspace_id differs from the workspace in the path", details={"field": "workspace_id"}
+        )
+    memory.workspace_id = workspace_id
+    return memory
+
+
+def _refuse_unknown(fields: dict[str, Any], memory: BaseMemory) -> None:
+    """A 400 naming the first of `fields` that is not a field of `memory`'s kind (ReMe's legacy names aside)."""
+    unknown = sorted(set(fields) - set(type(memory).model_fields) - LEGACY_FIELDS)
+    if unknown:
+        raise InvalidRequestError(
+            f"unknown field(s) {', '.join(unknown)}; a {memory.memory_type} memory has "
+            f"{', '.join(name for name in type(memory).model_fields if name != 'relevance')}",
+            details={"field": unknown[0]},
+        )
+
+
 def _patched(current: dict[str, Any], patch: dict[str, Any]) -> BaseMemory:
     """The memory with `patch` applied and validated; unknown fields are a 400 naming them."""
     merged = {**current, **patch}
@@ -382,11 +464,5 @@ def _patched(current: dict[str, Any], patch: dict[str, Any]) -> BaseMemory:
         updated = memory_from_dict(merged)
     except ValidationError as exc:
         raise InvalidRequestError(describe_validation_errors(exc, prefix="invalid memory: ", limit=3)) from None
-    unknown = sorted(set(patch) - set(type(updated).model_fields))
-    if unknown:
-        raise InvalidRequestError(
-            f"unknown field(s) {', '.join(unknown)}; a {updated.memory_type} memory has "
-            f"{', '.join(name for name in type(updated).model_fields if name != 'relevance')}",
-            details={"field": unknown[0]},
-        )
+    _refuse_unknown(patch, updated)
     return updated

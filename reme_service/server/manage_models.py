@@ -31,8 +31,11 @@ class WorkspaceList(BaseModel):
 
 
 class MemoryPage(BaseModel):
-    memories: list[dict[str, Any]] = Field(description="ReMe memory dicts, ordered by memory_id")
-    next_cursor: str | None = Field(description="pass as `cursor` (same filters) for the next page; null at the end")
+    memories: list[dict[str, Any]] = Field(description="ReMe memory dicts, in the order `sort` asked (memory_id)")
+    next_cursor: str | None = Field(
+        description="pass as `cursor` (same filters and sort) for the next page; null at the end"
+    )
+    total: int = Field(description="how many memories match the filters, over all pages")
 
 
 class MemoryDeleted(BaseModel):

@@ -27,6 +27,10 @@ from reme_service.server.manage_models import memory_dict
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+#: the orders a memory page may be listed in: a field, ascending, or descending with a leading `-`; ties (equal
+#: times) are broken by memory id in the same direction, so every order is total and a cursor resumes it exactly
+SORTS = ("memory_id", "-memory_id", "time_created", "-time_created", "time_modified", "-time_modified")
+DEFAULT_SORT = "memory_id"
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
 
 
@@ -37,14 +41,28 @@ class ListQuery:
     q: str | None
     since: str | None
     until: str | None
-    after: str | None = None  # the last memory id of the previous page (from the cursor)
+    sort: str = DEFAULT_SORT
+    after: str | None = None  # where the previous page ended (from the cursor): `SortKey.encode` of its last memory
 
     @property
     def filtered(self) -> bool:
         return bool(self.memory_type or self.q or self.since or self.until)
 
+    @property
+    def by_id(self) -> bool:
+        """Whether the order is by memory id alone, so a page can be cut from the ids without reading memories."""
+        return self.sort.lstrip("-") == "memory_id"
+
+    @property
+    def descending(self) -> bool:
+        return self.sort.startswith("-")
+
     def signature(self) -> str:
-        return orjson.dumps([self.memory_type, self.q, self.since, self.until]).decode()
+        # a cursor is bound to the filters and the order: it never resumes a page of another listing
+        fields: list[str | None] = [self.memory_type, self.q, self.since, self.until]
+        if self.sort != DEFAULT_SORT:
+            fields.append(self.sort)
+        return orjson.dumps(fields).decode()
 
     def keeps(self, node: VectorNode) -> bool:
         meta = node.metadata
@@ -74,6 +92,16 @@ def time_bound(name: str, value: str | None, *, end: bool) -> str | None:
     if len(value) == 10:
         return value + (" 23:59:59" if end else " 00:00:00")
     return value if len(value) == 19 else value + (":59" if end else ":00")
+
+
+def parse_sort(raw: str | None) -> str:
+    if raw is None or raw == "":
+        return DEFAULT_SORT
+    if raw not in SORTS:
+        raise InvalidRequestError(
+            f"sort must be one of {', '.join(SORTS)}, not {raw[:40]!r}", details={"field": "sort"}
+        )
+    return raw
 
 
 def parse_limit(raw: str | None) -> int:
@@ -152,18 +180,74 @@ def _read_or_create_key(path: Path) -> bytes:
     return bytes.fromhex(path.read_text().strip())
 
 
-def page_of_ids(ids: list[str], after: str | None, limit: int) -> tuple[list[str], bool]:
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: its memories (or ids), whether more follow, how many match in all, and the key to
+    issue a cursor for (`None` on an empty page)."""
+
+    items: list[Any]
+    more: bool
+    total: int
+    last: str | None
+
+
+def _window(keys: list[Any], after: Any | None, limit: int, descending: bool) -> tuple[int, int, bool]:
+    """The slice `[start, end)` of the ascending `keys` that is the next page after `after`, and whether more follow.
+    Descending pages are the slice read backwards: from just before `after` down."""
+    if not descending:
+        start = bisect.bisect_right(keys, after) if after is not None else 0
+        return start, min(start + limit, len(keys)), start + limit < len(keys)
+    end = bisect.bisect_left(keys, after) if after is not None else len(keys)
+    return max(0, end - limit), end, end - limit > 0
+
+
+def page_of_ids(ids: list[str], query: ListQuery) -> Page:
+    """A page of the unfiltered listing by memory id, cut from the ids alone."""
     ids.sort()
-    start = bisect.bisect_right(ids, after) if after is not None else 0
-    return ids[start : start + limit], start + limit < len(ids)
+    start, end, more = _window(ids, query.after, query.limit, query.descending)
+    page = ids[start:end]
+    if query.descending:
+        page.reverse()
+    return Page(page, more, len(ids), page[-1] if page else None)
 
 
-def page_of_nodes(nodes: list[VectorNode], query: ListQuery) -> tuple[list[dict[str, Any]], bool]:
+def _time_key(node: VectorNode, field: str) -> tuple[str, str]:
+    return str(node.metadata.get(field, "")), node.unique_id
+
+
+def page_of_nodes(nodes: list[VectorNode], query: ListQuery) -> Page:
+    """A page of the listing of `nodes` (one workspace's memories): filtered, ordered by `query.sort`, after the
+    cursor's position; the items are memory dicts. A time order's cursor position is `[time, memory_id]`."""
     kept = [node for node in nodes if query.keeps(node)]
-    kept.sort(key=lambda node: node.unique_id)
-    start = bisect.bisect_right([n.unique_id for n in kept], query.after) if query.after is not None else 0
-    page = kept[start : start + query.limit]
-    return [memory_dict(node) for node in page], start + query.limit < len(kept)
+    if query.by_id:
+        kept.sort(key=lambda node: node.unique_id)
+        keys: list[Any] = [node.unique_id for node in kept]
+        after: Any | None = query.after
+    else:
+        field = query.sort.lstrip("-")
+        kept.sort(key=lambda node: _time_key(node, field))
+        keys = [_time_key(node, field) for node in kept]
+        after = _time_position(query.after) if query.after is not None else None
+    start, end, more = _window(keys, after, query.limit, query.descending)
+    page = kept[start:end]
+    if query.descending:
+        page.reverse()
+    last: str | None = None
+    if page:
+        last_key = keys[start] if query.descending else keys[end - 1]
+        last = last_key if query.by_id else orjson.dumps(list(last_key)).decode()
+    return Page([memory_dict(node) for node in page], more, len(kept), last)
+
+
+def _time_position(after: str) -> tuple[str, str]:
+    """A time order's cursor position, `[time, memory_id]` (the cursor's HMAC has vouched for it: it is ours)."""
+    try:
+        time, memory_id = orjson.loads(after)
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise InvalidRequestError(
+            "invalid cursor: it was issued for another order", details={"field": "cursor"}
+        ) from None
+    return str(time), str(memory_id)
 
 
 async def off_loop(size: int, fn: Callable[[], Any]) -> Any:
