@@ -4,7 +4,10 @@
 (() => {
   const KEY = "reme_api_key";
   const $ = (id) => document.getElementById(id);
-  const state = { workspace: null, cursors: [null], page: 0, next: null, memory: null };
+  const state = { workspace: null, cursors: [null], page: 0, next: null, memory: null, mode: "list", seq: 0,
+    fresh: new Set() };
+  const SORTS = { "-time_created": "newest first", "time_created": "oldest first",
+    "-time_modified": "recently changed first", "memory_id": "by id" };
 
   // -- helpers ---------------------------------------------------------------------------------------------------
 
@@ -20,13 +23,17 @@
     return node;
   }
 
+  const plural = (n, one, many) => n + " " + (n === 1 ? one : many);
+  const memoriesText = (n) => plural(n, "memory", "memories");
+
   function notice(text) {
     $("notice").textContent = text;
-    $("error").hidden = true;
+    for (const box of document.querySelectorAll(".error")) box.hidden = true;
   }
 
+  // an error shows in the open dialog when there is one (the page behind it is covered), else at the page's top
   function showError(err) {
-    const box = $("error");
+    const box = document.querySelector("dialog[open] .error") || $("error");
     box.textContent = err && err.message ? err.message : String(err);
     box.hidden = false;
   }
@@ -41,7 +48,7 @@
       body = JSON.stringify(body);
       headers["Content-Type"] = "application/json";
     }
-    const res = await fetch(path, { method: opts.method || "GET", headers, body });
+    const res = await fetch(path, { method: opts.method || "GET", headers, body, signal: opts.signal });
     if (!res.ok) {
       let message = res.status + " " + res.statusText;
       try {
@@ -120,7 +127,7 @@
         const button = el("button", { type: "button", class: "ws", "data-workspace": ws.workspace_id,
           onclick: () => selectWorkspace(ws.workspace_id) },
           el("span", { class: "ws-name", text: ws.workspace_id }),
-          el("span", { class: "ws-counts", text: ws.size + " memories" + (counts ? " (" + counts + ")" : "") }));
+          el("span", { class: "ws-counts", text: memoriesText(ws.size) + (counts ? " (" + counts + ")" : "") }));
         if (ws.workspace_id === state.workspace) button.setAttribute("aria-current", "true");
         list.append(el("li", {}, button));
       }
@@ -137,23 +144,26 @@
     $("ws-heading").textContent = "Workspace " + id;
     $("workspace-tools").hidden = false;
     $("export-link").hidden = true;
+    state.fresh = new Set();
     for (const b of document.querySelectorAll("button.ws")) {
       if (b.dataset.workspace === id) b.setAttribute("aria-current", "true");
       else b.removeAttribute("aria-current");
     }
     loadPage();
+    startLive();
   }
 
   // -- listing and search ----------------------------------------------------------------------------------------
 
   function memoryItem(memory) {
-    const meta = [memory.memory_type, memory.memory_id, "modified " + (memory.time_modified || "?"),
-      "score " + memory.score];
+    const meta = [memory.memory_type, memory.memory_id, "created " + (memory.time_created || "?"),
+      "modified " + (memory.time_modified || "?"), "score " + memory.score];
     if (memory.relevance !== undefined && memory.relevance !== null) {
       meta.unshift("relevance " + Number(memory.relevance).toFixed(3));
     }
     const content = String(memory.content || "");
-    return el("li", { class: "memory", "data-memory-id": memory.memory_id },
+    return el("li", { class: state.fresh.has(memory.memory_id) ? "memory fresh" : "memory",
+      "data-memory-id": memory.memory_id },
       el("button", { type: "button", class: "open", onclick: () => openMemory(memory.memory_id) },
         memory.when_to_use || "(no when_to_use)"),
       el("p", { class: "meta", text: meta.join(" · ") }),
@@ -161,20 +171,28 @@
   }
 
   async function loadPage() {
-    const params = new URLSearchParams({ limit: $("page-size").value });
+    const seq = ++state.seq;
+    state.mode = "list";
+    const limit = Number($("page-size").value);
+    const params = new URLSearchParams({ limit: String(limit), sort: $("sort").value });
     if ($("filter-type").value) params.set("memory_type", $("filter-type").value);
     if ($("filter-q").value.trim()) params.set("q", $("filter-q").value.trim());
     const cursor = state.cursors[state.page];
     if (cursor) params.set("cursor", cursor);
     try {
       const data = await api(wsPath("/memories?" + params));
+      if (seq !== state.seq) return; // a newer listing or a search came meanwhile
       state.next = data.next_cursor;
       $("memories").replaceChildren(...data.memories.map(memoryItem));
-      $("list-info").textContent = data.memories.length
-        ? "Page " + (state.page + 1) + ": " + data.memories.length + " memories, by id"
-        : "No memories" + (params.has("q") || params.has("memory_type") ? " match these filters" : "");
-      $("pager").hidden = false;
-      $("page-no").textContent = "Page " + (state.page + 1);
+      const filtered = params.has("q") || params.has("memory_type");
+      const pages = Math.max(1, Math.ceil(data.total / limit));
+      $("list-info").textContent = data.total
+        ? memoriesText(data.total) + (filtered ? " match" : "") + ", " + SORTS[params.get("sort")]
+          + (pages > 1 ? " \u00b7 page " + (state.page + 1) + " of " + pages : "")
+        : "No memories" + (filtered ? " match these filters" : "");
+      $("list-info").dataset.total = String(data.total);
+      $("pager").hidden = pages <= 1 && state.page === 0;
+      $("page-no").textContent = "Page " + (state.page + 1) + " of " + pages;
       $("prev").disabled = state.page === 0;
       $("next").disabled = !state.next;
     } catch (err) {
@@ -182,29 +200,100 @@
     }
   }
 
+  // by meaning for task and personal memories; tool memories are found by exact tool name (there is no search
+  // by meaning for them), so the tool filter turns this form into a lookup of the names typed
   async function search(query) {
+    const seq = ++state.seq;
+    state.mode = "search";
     const type = $("filter-type").value;
-    const flow = type === "personal" ? "retrieve_personal_memory" : "retrieve_task_memory";
     try {
-      const data = await api("/" + flow, { method: "POST", body: { workspace_id: state.workspace, query, top_k: 10 } });
-      const found = (data.metadata && data.metadata.memory_list) || [];
+      let found;
+      let info;
+      if (type === "tool") {
+        const names = query.split(",").map((name) => name.trim()).filter(Boolean);
+        const data = await api("/retrieve_tool_memory", { method: "POST",
+          body: { workspace_id: state.workspace, tool_names: names } });
+        found = (data.metadata && data.metadata.memory_list) || [];
+        const error = data.metadata && data.metadata.error;
+        if (data.success === false && !(error && error.code === "not_found")) throw new Error(data.answer);
+        const missing = (data.metadata && data.metadata.not_found) || (found.length ? [] : names);
+        info = plural(found.length, "tool memory", "tool memories") + " for the tool name"
+          + (names.length === 1 ? "" : "s") + " \u201c" + names.join(", ") + "\u201d (found by exact name)"
+          + (missing.length ? "; none for " + missing.join(", ") : "");
+      } else {
+        const flow = type === "personal" ? "retrieve_personal_memory" : "retrieve_task_memory";
+        const data = await api("/" + flow, { method: "POST",
+          body: { workspace_id: state.workspace, query, top_k: 10 } });
+        found = (data.metadata && data.metadata.memory_list) || [];
+        info = plural(found.length, "result", "results") + " for \u201c" + query + "\u201d, most relevant first";
+      }
+      if (seq !== state.seq) return;
       $("memories").replaceChildren(...found.map(memoryItem));
-      $("list-info").textContent = found.length + " results for \u201c" + query + "\u201d, most relevant first";
+      $("list-info").textContent = info;
       $("pager").hidden = true;
     } catch (err) {
       showError(err);
     }
   }
 
-  // -- one memory --------------------------------------------------------------------------------------------------
+  function searchMode() {
+    const tool = $("filter-type").value === "tool";
+    $("search-label").textContent = tool ? "Find tool memories by exact tool name" : "Search by meaning";
+    $("search-q").placeholder = tool ? "tool names, comma-separated" : "a question an agent would ask";
+    $("search-go").textContent = tool ? "Find" : "Search";
+  }
+
+  // -- one memory: fields, edit, create, history -----------------------------------------------------------------
 
   const FIRST = ["memory_id", "memory_type", "when_to_use", "content", "score", "author", "time_created",
     "time_modified"];
-  const EDITABLE = {
-    task: ["when_to_use", "content", "author", "score", "metadata"],
-    personal: ["when_to_use", "content", "target", "reflection_subject", "author", "score", "metadata"],
-    tool: ["when_to_use", "content", "author", "score", "metadata"],
+  const TAIL = [["author", "text"], ["score", "number"], ["metadata", "json"]];
+  // the fields a person writes, per memory type, and how each is typed in
+  const FIELDS = {
+    task: [["when_to_use", "long"], ["content", "long"], ...TAIL],
+    personal: [["when_to_use", "long"], ["content", "long"], ["target", "text"], ["reflection_subject", "text"],
+      ["valid_from", "text"], ["valid_to", "text"], ...TAIL],
+    tool: [["when_to_use", "text"], ["content", "long"], ["tool_call_results", "json"], ...TAIL],
   };
+  const HINTS = { when_to_use: "when an agent should recall it (the embedded text)", valid_from: "YYYY-MM-DD HH:MM:SS",
+    valid_to: "YYYY-MM-DD HH:MM:SS", tool_call_results: "[] or a JSON list of calls", metadata: "{} or a JSON object" };
+  const fieldsOf = (type) => FIELDS[type] || FIELDS.task;
+
+  // labelled inputs for the fields of `type` into `form`, ids `prefix + field`, filled from `memory`
+  function fieldInputs(form, type, memory, prefix) {
+    for (const [key, kind] of fieldsOf(type)) {
+      const id = prefix + key;
+      const long = kind === "long" || kind === "json";
+      const input = long ? el("textarea", { id, rows: key === "content" ? "6" : "3" })
+        : el("input", { id, type: kind === "number" ? "number" : "text", step: "any" });
+      if (HINTS[key] || type === "tool" && key === "when_to_use") {
+        input.placeholder = type === "tool" && key === "when_to_use" ? "the tool's exact name" : HINTS[key];
+      }
+      input.value = fieldText(memory[key]);
+      const hint = type === "tool" && key === "when_to_use" ? "when_to_use (the tool name)" : key;
+      form.append(el("label", { for: id, text: hint }), input);
+    }
+  }
+
+  // the values typed for `type`'s fields; absent: left empty (so the service's default applies)
+  function fieldValues(type, prefix) {
+    const values = {};
+    for (const [key, kind] of fieldsOf(type)) {
+      const raw = $(prefix + key).value;
+      if (kind === "number") {
+        if (!raw.trim()) continue;
+        const n = Number(raw);
+        if (!Number.isFinite(n)) throw new Error(key + ": not a number");
+        values[key] = n;
+      } else if (kind === "json") {
+        if (!raw.trim()) continue;
+        try { values[key] = JSON.parse(raw); } catch (err) { throw new Error(key + ": " + err.message); }
+      } else {
+        values[key] = raw;
+      }
+    }
+    return values;
+  }
 
   function renderDetail(memory) {
     state.memory = memory;
@@ -220,11 +309,19 @@
     $("detail-title").textContent = "Memory " + memory.memory_id;
   }
 
+  function detailNote(text) {
+    $("detail-note").textContent = text || "";
+    $("detail-note").hidden = !text;
+  }
+
   async function openMemory(id) {
     try {
       const memory = await api(wsPath("/memories/" + encodeURIComponent(id)));
       renderDetail(memory);
       setEditing(false);
+      detailNote("");
+      showHistory(false);
+      for (const b of ["edit", "delete", "show-history"]) $(b).disabled = false;
       const dialog = $("detail");
       if (!dialog.open) dialog.showModal();
       $("close").focus();
@@ -240,31 +337,20 @@
     $("save").hidden = !on;
     $("cancel-edit").hidden = !on;
     if (!on) return;
+    showHistory(false);
     const form = $("edit-form");
     form.replaceChildren();
-    const memory = state.memory;
-    for (const key of EDITABLE[memory.memory_type] || EDITABLE.task) {
-      const id = "edit-" + key;
-      const long = ["when_to_use", "content", "metadata"].includes(key);
-      const input = long ? el("textarea", { id, rows: key === "content" ? "6" : "3" })
-        : el("input", { id, type: key === "score" ? "number" : "text", step: "any" });
-      input.value = fieldText(memory[key]);
-      form.append(el("label", { for: id, text: key }), input);
-    }
+    fieldInputs(form, state.memory.memory_type, state.memory, "edit-");
     form.querySelector("textarea, input").focus();
   }
 
   async function saveEdit() {
     const memory = state.memory;
+    let values;
+    try { values = fieldValues(memory.memory_type, "edit-"); } catch (err) { showError(err); return; }
     const patch = {};
-    for (const key of EDITABLE[memory.memory_type] || EDITABLE.task) {
-      const raw = $("edit-" + key).value;
-      let value = raw;
-      if (key === "score") value = Number(raw);
-      if (key === "metadata") {
-        try { value = raw.trim() ? JSON.parse(raw) : {}; } catch (err) { showError("metadata: " + err.message); return; }
-      }
-      if (JSON.stringify(value) !== JSON.stringify(memory[key])) patch[key] = value;
+    for (const [key, value] of Object.entries(values)) {
+      if (JSON.stringify(value) !== JSON.stringify(memory[key] === undefined ? "" : memory[key])) patch[key] = value;
     }
     if (!Object.keys(patch).length) { setEditing(false); notice("Nothing changed"); return; }
     try {
@@ -272,6 +358,7 @@
         { method: "PATCH", body: patch });
       renderDetail(updated);
       setEditing(false);
+      detailNote("");
       notice("Saved " + updated.memory_id);
       $("edit").focus();
       loadPage();
@@ -292,6 +379,215 @@
     } catch (err) {
       showError(err);
     }
+  }
+
+  function createFields() {
+    const box = $("create-fields");
+    const kept = {}; // what was typed in the fields every type has survives a change of type
+    for (const key of ["when_to_use", "content", "author"]) {
+      const input = $("create-" + key);
+      if (input) kept[key] = input.value;
+    }
+    box.replaceChildren();
+    fieldInputs(box, $("create-type").value, kept, "create-");
+    $("create-when_to_use").required = true;
+  }
+
+  function openCreate() {
+    $("create-type").value = $("filter-type").value || "task";
+    $("create-fields").replaceChildren();
+    createFields();
+    $("create-error").hidden = true;
+    $("create").showModal();
+    $("create-when_to_use").focus();
+  }
+
+  async function createMemory() {
+    const type = $("create-type").value;
+    let values;
+    try { values = fieldValues(type, "create-"); } catch (err) { showError(err); return; }
+    const body = { memory_type: type };
+    for (const [key, value] of Object.entries(values)) if (value !== "") body[key] = value;
+    try {
+      const created = await api(wsPath("/memories"), { method: "POST", body });
+      $("create").close();
+      notice("Created " + created.memory_id);
+      state.fresh = new Set([created.memory_id]);
+      state.cursors = [null];
+      state.page = 0;
+      loadPage();
+      loadWorkspaces();
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  // the history entries (GET .../history answers oldest first; shown newest first): event, when, by what, and the
+  // changed fields before and after (an ADD: every field as stored)
+  function historyEntry(entry) {
+    const by = [entry.time, entry.flow || "?"];
+    if (entry.key_id) by.push("key " + entry.key_id);
+    if (entry.request_id) by.push("request " + entry.request_id);
+    const item = el("li", { class: "entry", "data-event": entry.event },
+      el("p", { class: "head" }, el("span", { class: "kind", text: entry.event }), by.join(" \u00b7 ")));
+    const after = entry.after || {};
+    const before = entry.before || {};
+    const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+    if (names.length) {
+      const changed = entry.event !== "ADD";
+      const head = el("tr", {}, el("th", { scope: "col", text: "field" }),
+        ...(changed ? [el("th", { scope: "col", text: "before" })] : []),
+        el("th", { scope: "col", text: changed ? "after" : "value" }));
+      const rows = names.map((name) => el("tr", { "data-field": name }, el("th", { scope: "row", text: name }),
+        ...(changed ? [el("td", { class: "before", text: fieldText(before[name]) })] : []),
+        el("td", { class: "after", text: fieldText(after[name]) })));
+      item.append(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+    } else if (entry.event !== "DELETE") {
+      item.append(el("p", { class: "head", text: "(the fields are gone: the memory was deleted)" }));
+    }
+    return item;
+  }
+
+  async function showHistory(on) {
+    $("history").hidden = !on;
+    $("show-history").setAttribute("aria-expanded", String(on));
+    $("show-history").textContent = on ? "Hide history" : "History";
+    if (!on) return;
+    try {
+      const id = state.memory.memory_id;
+      const entries = await api(wsPath("/memories/" + encodeURIComponent(id) + "/history"));
+      if (!state.memory || state.memory.memory_id !== id) return;
+      $("history-entries").replaceChildren(...entries.slice().reverse().map(historyEntry));
+      if (!entries.length) $("history-entries").append(el("li", { text: "no history recorded" }));
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  // -- live updates: GET /events of the open workspace -----------------------------------------------------------
+  // EventSource cannot send the Authorization header, so the stream is read with fetch(); one stream at a time,
+  // the open workspace's, ended (aborted) when another workspace or key is picked
+
+  const live = { controller: null, timer: null, retry: 3000, opened: false };
+  let refreshTimer = null;
+
+  function setLive(name, text) {
+    $("live").dataset.state = name;
+    $("live").textContent = text;
+  }
+
+  function stopLive() {
+    if (live.controller) live.controller.abort();
+    live.controller = null;
+    clearTimeout(live.timer);
+    setLive("off", "");
+  }
+
+  // the listing and the workspaces' counts again, once for a burst of events
+  function refreshSoon() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      if (state.mode === "list") loadPage();
+      loadWorkspaces();
+    }, 100);
+  }
+
+  async function changed(event) {
+    const ids = event.memory_ids || [];
+    if (event.type !== "DELETE") state.fresh = new Set(ids);
+    const time = String(event.time || "").slice(11, 19);
+    setLive("open", "live \u00b7 " + event.type + " " + plural(ids.length, "memory", "memories")
+      + (time ? " at " + time : ""));
+    if (state.mode === "search" && event.type === "DELETE") {
+      for (const id of ids) {
+        const item = document.querySelector("#memories li[data-memory-id=\"" + CSS.escape(id) + "\"]");
+        if (item) item.remove();
+      }
+    }
+    refreshSoon();
+    const open = state.memory && $("detail").open && (!ids.length || ids.includes(state.memory.memory_id));
+    if (!open) return;
+    if (event.type === "DELETE") {
+      detailNote("This memory has been deleted.");
+      for (const b of ["edit", "save", "delete", "show-history"]) $(b).disabled = true;
+    } else if (!$("edit-form").hidden) {
+      detailNote("This memory was changed while you edit it; saving overwrites the fields you changed.");
+    } else {
+      try {
+        renderDetail(await api(wsPath("/memories/" + encodeURIComponent(state.memory.memory_id))));
+        if (!$("history").hidden) showHistory(true);
+      } catch (err) {
+        showError(err);
+      }
+    }
+  }
+
+  // one SSE block; false ends the stream
+  function onBlock(block, workspace) {
+    let type = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (!line || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") type = value;
+      else if (field === "data") data.push(value);
+      else if (field === "retry" && /^\d+$/.test(value)) {
+        live.retry = Number(value);
+        setLive("open", "live");
+        if (live.opened) refreshSoon(); // reconnected: what changed meanwhile was not heard
+        live.opened = true;
+      }
+    }
+    if (type === "revoked") {
+      setLive("stopped", "live updates stopped: this key was revoked or changed");
+      return false;
+    }
+    if (type === "lagged") refreshSoon();
+    if (["ADD", "UPDATE", "DELETE", "INVALIDATE"].includes(type) && data.length) {
+      const event = JSON.parse(data.join("\n"));
+      if (event.workspace_id === workspace && workspace === state.workspace) changed(event);
+    }
+    return true;
+  }
+
+  async function startLive(reconnect) {
+    stopLive();
+    if (!reconnect) live.opened = false;
+    const workspace = state.workspace;
+    if (!workspace) return;
+    const controller = new AbortController();
+    live.controller = controller;
+    setLive("connecting", "connecting to live updates\u2026");
+    try {
+      const res = await api("/events?workspace=" + encodeURIComponent(workspace),
+        { raw: true, signal: controller.signal, headers: { Accept: "text/event-stream" } });
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer = (buffer + value).replace(/\r\n/g, "\n");
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (!onBlock(block, workspace)) { controller.abort(); live.controller = null; return; }
+        }
+      }
+    } catch (err) {
+      if (controller.signal.aborted) return;
+      if ([401, 403, 404].includes(err.status)) {
+        setLive("stopped", "no live updates (" + err.message + ")");
+        live.controller = null;
+        return;
+      }
+    }
+    if (live.controller !== controller) return;
+    setLive("retrying", "live updates lost; reconnecting\u2026");
+    live.timer = setTimeout(() => { if (live.controller === controller) startLive(true); }, live.retry);
   }
 
   // -- export and import -------------------------------------------------------------------------------------------
@@ -344,20 +640,24 @@
       $("api-key").placeholder = key ? "a key is set for this tab" : $("api-key").placeholder;
       notice(key ? "Key set for this tab" : "No key entered");
       loadWorkspaces();
+      if (state.workspace) startLive();
     });
     $("key-forget").addEventListener("click", () => {
       sessionStorage.removeItem(KEY);
       $("api-key").placeholder = "rk_… (leave empty when the service needs none)";
       notice("Key forgotten");
+      stopLive();
     });
     $("ws-refresh").addEventListener("click", loadWorkspaces);
     $("status-refresh").addEventListener("click", loadStatus);
-    $("filter-form").addEventListener("submit", (event) => {
-      event.preventDefault();
+    const relist = () => {
       state.cursors = [null];
       state.page = 0;
       loadPage();
-    });
+    };
+    $("filter-form").addEventListener("submit", (event) => { event.preventDefault(); relist(); });
+    $("sort").addEventListener("change", relist);
+    $("filter-type").addEventListener("change", searchMode);
     $("search-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const query = $("search-q").value.trim();
@@ -379,6 +679,11 @@
     $("save").addEventListener("click", saveEdit);
     $("edit-form").addEventListener("submit", (event) => { event.preventDefault(); saveEdit(); });
     $("delete").addEventListener("click", deleteMemory);
+    $("show-history").addEventListener("click", () => showHistory($("history").hidden));
+    $("new-memory").addEventListener("click", openCreate);
+    $("create-type").addEventListener("change", createFields);
+    $("create-form").addEventListener("submit", (event) => { event.preventDefault(); createMemory(); });
+    $("create-cancel").addEventListener("click", () => $("create").close());
     $("close").addEventListener("click", () => $("detail").close());
     $("export").addEventListener("click", exportWorkspace);
     $("import").addEventListener("click", importWorkspace);
