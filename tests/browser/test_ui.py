@@ -263,13 +263,13 @@ def test_create_a_memory_with_the_fields_of_its_type(service: tuple[str, str], b
     browser.type("#create-when_to_use", "what the user drinks")
     browser.type("#create-content", "likes green tea, no sugar")
     browser.type("#create-target", "user")
+    browser.execute("document.getElementById('create').scrollTop = 0")
+    shot(browser, "12-create")
     browser.type("#create-metadata", "{not json")
     browser.click("#create-save")  # refused in the page: nothing is sent
     assert browser.wait_for("return document.getElementById('create-error').textContent").startswith("metadata:")
     assert browser.execute("return document.getElementById('create').open") is True
     browser.type("#create-metadata", '{"source": "ui"}')
-    browser.execute("document.getElementById('create').scrollTop = 0")
-    shot(browser, "12-create")
     browser.click("#create-save")
     notice = browser.wait_for(
         "const t = document.getElementById('notice').textContent; return t.startsWith('Created ') && t"

@@ -403,6 +403,7 @@
   }
 
   async function createMemory() {
+    $("create-error").hidden = true;
     const type = $("create-type").value;
     let values;
     try { values = fieldValues(type, "create-"); } catch (err) { showError(err); return; }
