@@ -339,6 +339,36 @@ def test_live_updates_show_another_clients_writes(service: tuple[str, str], brow
     assert "elsewhere" not in ids_shown(browser)
 
 
+# counts the page's open GET /events fetches: +1 when one starts, -1 when it is aborted or fails
+COUNT_STREAMS = """
+window.__streams = 0;
+const realFetch = window.fetch;
+window.fetch = function (input, init) {
+  if (!String(input).startsWith('/events')) return realFetch.apply(this, arguments);
+  window.__streams += 1;
+  let open = true;
+  const end = () => { if (open) { open = false; window.__streams -= 1; } };
+  if (init && init.signal) init.signal.addEventListener('abort', end);
+  return realFetch.apply(this, arguments).catch((err) => { end(); throw err; });
+};
+"""
+
+
+def test_the_page_holds_one_event_stream(service: tuple[str, str], browser: Browser) -> None:
+    url, key = service
+    script = browser.on_new_document(COUNT_STREAMS)
+    try:
+        open_library(browser, url, key, workspace="team")
+        for workspace in ("other", "solo", "team", "other"):
+            browser.click(f"button.ws[data-workspace='{workspace}']")
+            browser.wait_for("return document.getElementById('live').dataset.state === 'open'")
+        browser.click("#key-save")  # the same key again: its stream is opened anew, the old one ended
+        browser.wait_for("return document.getElementById('live').dataset.state === 'open'")
+        assert browser.execute("return window.__streams") == 1
+    finally:
+        browser.forget_script(script)
+
+
 def test_page_tools_stay_hidden_until_a_workspace_is_picked(service: tuple[str, str], browser: Browser) -> None:
     url, key = service
     browser.get(f"{url}/ui")

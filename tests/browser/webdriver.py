@@ -105,6 +105,18 @@ class Browser:
             raise WebDriverError(f"condition not met in {timeout_ms} ms: {condition}")
         return value
 
+    def on_new_document(self, source: str) -> str:
+        """Run `source` in every page this session loads from now on, before the page's own scripts (chromium's
+        DevTools `Page.addScriptToEvaluateOnNewDocument`; such a script is not subject to the page's CSP).
+        Returns its identifier for `forget_script`."""
+        body = {"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {"source": source}}
+        return str(self._call("POST", "/goog/cdp/execute", body)["identifier"])
+
+    def forget_script(self, identifier: str) -> None:
+        """Pages loaded from now on no longer run the `on_new_document` script `identifier`."""
+        body = {"cmd": "Page.removeScriptToEvaluateOnNewDocument", "params": {"identifier": identifier}}
+        self._call("POST", "/goog/cdp/execute", body)
+
     def screenshot(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(self._call("GET", "/screenshot")))
