@@ -562,6 +562,7 @@
     const controller = new AbortController();
     live.controller = controller;
     setLive("connecting", "connecting to live updates\u2026");
+    let reason = "the stream ended";
     try {
       const res = await api("/events?workspace=" + encodeURIComponent(workspace),
         { raw: true, signal: controller.signal, headers: { Accept: "text/event-stream" } });
@@ -585,9 +586,10 @@
         live.controller = null;
         return;
       }
+      reason = err.message; // 503: too many streams open on the service; a network error
     }
     if (live.controller !== controller) return;
-    setLive("retrying", "live updates lost; reconnecting\u2026");
+    setLive("retrying", "live updates lost (" + reason + "); reconnecting\u2026");
     live.timer = setTimeout(() => { if (live.controller === controller) startLive(true); }, live.retry);
   }
 
