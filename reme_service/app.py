@@ -103,7 +103,7 @@ class ReMeApp:
         self.op_registry = build_op_registry()
         self.flows = self._build_flows()
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
-            parse_store_params(store_cfg.backend, store_cfg.params)
+            parse_store_params(store_cfg.backend, store_cfg.params, self.env)
         # API keys: read now, so a broken key file or an exposed service without keys stops before serving
         self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host())
         audit = self.config.audit
@@ -227,6 +227,7 @@ class ReMeApp:
                 data_dir=data_dir,
                 meter=self.metrics.meter("store", name),
                 max_memory_bytes=store_cfg.max_memory_bytes,
+                env=self.env,
             )
             services.stores[name] = store
             self.metrics.track_resident(name, store.resident_workspaces)
