@@ -46,6 +46,7 @@ from reme_service.observe.request_info import current_request
 from reme_service.ops import ALL_OPS, OP_ITEM_SCHEMAS
 from reme_service.ops.common.context import ServiceContext, ServiceContextFactory
 from reme_service.ops.common.op import ServiceOp
+from reme_service.ops.reme_names import OP_ALIASES, reme_flow_content
 from reme_service.providers.factory import create_embedder, create_llm
 from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.metered import MeteredEmbedder, MeteredLLM
@@ -60,7 +61,8 @@ logger = logging.getLogger("reme_service")
 
 
 def build_op_registry(ops: tuple[type[AnyOp], ...] = ALL_OPS) -> Registry[type[AnyOp]]:
-    return Registry("op", ((op.name, op) for op in ops))
+    """Every op by its name, and by the names ReMe's configs use for some of them (`ops/reme_names.py`)."""
+    return Registry("op", [*((op.name, op) for op in ops), *OP_ALIASES.items()])
 
 
 class ReMeApp:
@@ -101,7 +103,7 @@ class ReMeApp:
         self.op_registry = build_op_registry()
         self.flows = self._build_flows()
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
-            parse_store_params(store_cfg.backend, store_cfg.params)
+            parse_store_params(store_cfg.backend, store_cfg.params, self.env)
         # API keys: read now, so a broken key file or an exposed service without keys stops before serving
         self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host())
         audit = self.config.audit
@@ -146,7 +148,14 @@ class ReMeApp:
         for name, flow_cfg in self.config.flow.items():
             if not self._enabled(name):
                 continue
-            tree = parse_flow(flow_cfg.flow_content, self.op_registry, flow_name=name)
+            content = flow_cfg.flow_content
+            if (merged := reme_flow_content(content)) is not None:
+                logger.info("flow %r: ReMe's %r is %r in this service", name, content, merged)
+                content = merged
+            tree = parse_flow(content, self.op_registry, flow_name=name)
+            for op in tree.ops():
+                for param, why in op.params.ignored_set().items():
+                    logger.warning("flow %r: %s parameter %r is ignored (%s)", name, op.name, param, why)
             try:
                 model = build_request_model(name, flow_cfg, OP_ITEM_SCHEMAS)
             except ValueError as exc:
@@ -218,6 +227,7 @@ class ReMeApp:
                 data_dir=data_dir,
                 meter=self.metrics.meter("store", name),
                 max_memory_bytes=store_cfg.max_memory_bytes,
+                env=self.env,
             )
             services.stores[name] = store
             self.metrics.track_resident(name, store.resident_workspaces)

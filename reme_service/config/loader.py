@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ValidationError
 
 from reme_service.config.models import AppConfig
+from reme_service.config.reme_noops import drop_noop_keys
 from reme_service.config.yaml_file import read_yaml
 from reme_service.errors import ConfigError, describe_validation_errors
 
@@ -28,6 +30,7 @@ PACKAGED_DIR = Path(__file__).resolve().parent
 DEFAULT_YAML = PACKAGED_DIR / "default.yaml"
 FLOWS_DIR = PACKAGED_DIR / "flows"
 _INT_RE = re.compile(r"^[+-]?\d+$")
+logger = logging.getLogger("reme_service.config")
 
 
 def coerce_value(text: str) -> Any:
@@ -190,6 +193,8 @@ def load_config(
         set_dotted(data, key, value)
     for key, value in (extra or {}).items():
         set_dotted(data, key, value)
+    for warning in drop_noop_keys(data):
+        logger.warning("%s", warning)
     try:
         return AppConfig.model_validate(data)
     except ValidationError as exc:

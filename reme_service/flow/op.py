@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import typing
 from abc import abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -29,7 +31,15 @@ class OpParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: parameters accepted so that other engines' flow expressions start, and ignored: name -> why. The app logs
+    #: one warning per op that sets one (`ignored_set`).
+    ignored: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
     on_error: Literal["raise", "skip"] = "raise"
+
+    def ignored_set(self) -> dict[str, str]:
+        """The ignored parameters this op was given, with why each is ignored."""
+        return {name: why for name, why in self.ignored.items() if name in self.model_fields_set}
 
 
 P = TypeVar("P", bound=OpParams)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from reme_service.app import ReMeApp
     from reme_service.flow.runner import FlowRunner
     from reme_service.ops.common.context import ServiceContext
-from reme_service.schema.flat_schema import flatten
+from reme_service.schema.tool_schema import tool_input_schema
 
 logger = logging.getLogger("reme_service.mcp")
 
@@ -54,10 +54,11 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 
 
 def tool_for(runner: FlowRunner[ServiceContext]) -> types.Tool:
-    """The MCP tool of one flow: its name, description, request schema and the response schema."""
-    schema = flatten(runner.request_model.model_json_schema(mode="validation"))  # no $ref: hosts copy it as is
-    schema.pop("title", None)
-    schema.get("properties", {}).pop("async", None)  # HTTP only (jobs): a tool call always waits for its result
+    """The MCP tool of one flow: its name, description, request schema (`tool_input_schema`: one JSON type per
+    property, what ReMe's own MCP client reads; every tool's input schema goes through it) and the response
+    schema."""
+    schema = tool_input_schema(runner.request_model.model_json_schema(mode="validation"))
+    schema["properties"].pop("async", None)  # HTTP only (jobs): a tool call always waits for its result
     return types.Tool(
         name=runner.name,
         description=runner.description or runner.name,

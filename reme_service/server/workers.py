@@ -44,7 +44,7 @@ def shared_store_problem(config: AppConfig) -> str | None:
             continue
         if backend == "chroma" and params.get("host"):
             continue
-        if backend == "qdrant" and (params.get("url") or params.get("host")):
+        if backend == "qdrant" and not any(params.get(key) for key in ("path", "store_dir", "location")):
             return f"vector_store.{name} is 'qdrant', whose workspace locks hold within one process only"
         return f"vector_store.{name} is {backend!r}{' (embedded)' if backend in ('chroma', 'qdrant') else ''}"
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -14,6 +15,7 @@ from reme_service.observe.metrics import Meter
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.storage.guarded import GuardedStore
 from reme_service.stores.base import VectorStore
+from reme_service.stores.flow_env import with_flow_env
 from reme_service.stores.inproc.local import LocalVectorStore
 from reme_service.stores.inproc.memory import MemoryVectorStore
 from reme_service.stores.params import (
@@ -25,6 +27,7 @@ from reme_service.stores.params import (
     QdrantStoreParams,
 )
 
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
 BACKENDS = ("memory", "local", "chroma", "elasticsearch", "qdrant", "pgvector")
 
 
@@ -50,22 +53,33 @@ def _parse(backend: str, model: type[BaseModel], params: Mapping[str, Any]) -> A
         ) from exc
 
 
-def parse_store_params(backend: str, params: Mapping[str, Any]) -> tuple[str, BaseModel]:
-    """The backend's normalised name and its validated parameters; ConfigError when either is invalid. Cheap and
-    without I/O, so the app checks every store's configuration before it starts serving."""
+def parse_store_params(
+    backend: str, params: Mapping[str, Any], env: Mapping[str, str] = _NO_ENV
+) -> tuple[str, BaseModel]:
+    """The backend's normalised name and its validated parameters, with the defaults ReMe's `FLOW_*` variables in
+    `env` give (`stores/flow_env.py`); ConfigError when either is invalid. Cheap and without I/O, so the app
+    checks every store's configuration before it starts serving."""
     name = backend.strip().lower()
     if name not in _PARAMS:
         raise ConfigError(
             f"unknown vector store backend {backend!r} (valid backends: {', '.join(BACKENDS)})",
             details={"backend": backend},
         )
-    return name, _parse(name, _PARAMS[name], params)
+    return name, _parse(name, _PARAMS[name], with_flow_env(name, params, env))
 
 
-def create_store(backend: str, params: Mapping[str, Any], *, embedder: EmbeddingClient, data_dir: Path) -> VectorStore:
-    """The vector store named by `backend`, built from its `params`; ConfigError when either is invalid. Relative
-    default directories (`store_dir` left out) are placed under `data_dir`."""
-    name, parsed = parse_store_params(backend, params)
+def create_store(
+    backend: str,
+    params: Mapping[str, Any],
+    *,
+    embedder: EmbeddingClient,
+    data_dir: Path,
+    env: Mapping[str, str] = _NO_ENV,
+) -> VectorStore:
+    """The vector store named by `backend`, built from its `params` and the `FLOW_*` variables of `env`;
+    ConfigError when either is invalid. Relative default directories (`store_dir` left out) are placed under
+    `data_dir`."""
+    name, parsed = parse_store_params(backend, params, env)
     try:
         if isinstance(parsed, LocalStoreParams):
             return LocalVectorStore(parsed, embedder=embedder, data_dir=data_dir)
@@ -85,11 +99,12 @@ def build_store(
     data_dir: Path,
     meter: Meter | None = None,
     max_memory_bytes: int | None,
+    env: Mapping[str, str] = _NO_ENV,
 ) -> GuardedStore:
     """The store the app serves: the backend `create_store` builds, wrapped in a `GuardedStore` that meters its
     operations into `meter`, refuses memories over `max_memory_bytes` and records the writes of the requests it is
     bound to."""
-    backend_store = create_store(backend, params, embedder=embedder, data_dir=data_dir)
+    backend_store = create_store(backend, params, embedder=embedder, data_dir=data_dir, env=env)
     return GuardedStore(backend_store, meter=meter, max_memory_bytes=max_memory_bytes)
 
 
@@ -109,7 +124,7 @@ def _create_server_store(
         if isinstance(parsed, QdrantStoreParams):
             from reme_service.stores.qdrant.store import QdrantVectorStore
 
-            return QdrantVectorStore(parsed, embedder=embedder, data_dir=data_dir)
+            return QdrantVectorStore(parsed, embedder=embedder)
         if isinstance(parsed, ChromaStoreParams):
             import chromadb  # noqa: F401 - fail early, with the install hint below
 

@@ -145,7 +145,8 @@ class ElasticsearchStoreParams(BaseModel):
 
 class QdrantStoreParams(BaseModel):
     """Parameters of the "qdrant" backend, with ReMe's names: `url` (or `host` and `port`) and `api_key` for a
-    server; otherwise Qdrant's local mode in `path` (ReMe's `store_dir` also works; default <data_dir>/qdrant) or
+    server — with none of them the server at localhost:6333, as in ReMe (`FLOW_QDRANT_*` change it:
+    `stores/flow_env.py`); Qdrant's local mode only with `path` (ReMe's `store_dir` also works) or
     `location: ":memory:"`. `distance` is accepted as ReMe wrote it; only cosine is served."""
 
     model_config = ConfigDict(extra="forbid")

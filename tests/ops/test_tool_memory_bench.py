@@ -101,3 +101,46 @@ def test_bench_runs_the_protocol_against_an_llm(
     assert app.env["FLOW_LLM_BASE_URL"] == "http://llm.invalid/v1" and app.env["FLOW_LLM_API_KEY"] == "k"
     out = capsys.readouterr().out
     assert "test_with_memory" in out and "with memory vs without:" in out
+
+
+# ReMe's tool bench (cookbook/tool_memory/run_reme_tool_bench.py) builds its "with memory" prompt by passing the
+# retrieved tool memory through str.format(); a guideline with a brace made every such query fail (0 of 60).
+REME_WITH_MEMORY_TEMPLATE = "Tool Information\n{memory}\nMust select one tool to answer\nQuery\n{query}"
+
+
+@pytest.mark.anyio
+async def test_no_llm_guidelines_survive_remes_format_and_count_with_memory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    bench = load_bench(monkeypatch)
+    queries = [q for per_level in bench.make_queries(1, seed=0).values() for q in per_level]
+    records = [
+        {
+            "tool_name": "search_tool_a",
+            "input": {"query": query, "options": {"depth": n % 2, "filters": ["news"]}},
+            "output": '{"error": "timeout"}' if n % 3 == 0 else f"results for {query}",
+            "success": n % 3 != 0,
+            "time_cost": 1.0,
+            "token_cost": 10,
+        }
+        for n, query in enumerate(queries * 2)
+    ]
+    args = (f"data_dir={tmp_path}", "embedding_model.default.backend=hash", "vector_store.default.backend=memory")
+    async with ReMeApp(*args, env={}) as app:  # no LLM: the guideline is written from the data
+        ws = {"workspace_id": "bench_memory"}
+        added = await app.async_execute("add_tool_call_result", **ws, tool_call_results=records)
+        assert added["success"] is True, added
+        summary = await app.async_execute("summary_tool_memory", **ws, tool_names="search_tool_a")
+        assert summary["success"] is True, summary
+        retrieved = await app.async_execute("retrieve_tool_memory", **ws, tool_names="search_tool_a")
+    memory = retrieved["answer"]
+    assert "search_tool_a" in memory and "## Best Practices" in memory
+    assert memory.format() == memory  # no brace: nothing raises, nothing doubled is undone
+    with_memory = 0
+    for query in queries:
+        try:
+            prompt = REME_WITH_MEMORY_TEMPLATE.format(memory=memory, query=query).format()  # as ReMe's bench does
+        except (KeyError, IndexError, ValueError):
+            continue
+        with_memory += query in prompt
+    assert with_memory == len(queries) > 0

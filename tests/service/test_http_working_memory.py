@@ -383,9 +383,11 @@ def test_agent_flows_without_an_llm_are_400(serve: ServeFn) -> None:
         assert status == 400 and "needs an LLM" in body["metadata"]["error"]["message"]
 
 
-def test_react_without_a_search_tool_is_400(serve: ServeFn, fake_openai: FakeOpenAI) -> None:
+def test_react_without_a_search_tool_is_400(serve: ServeFn, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     fake, url = fake_openai, fake_openai.base_url
-    with serve(env={"FLOW_LLM_BASE_URL": url}) as client:
+    overlay = tmp_path / "react.yaml"
+    overlay.write_text("flow:\n  react:\n    flow_content: ReactSearchOp(search_tool='')\n")
+    with serve(f"config={overlay}", env={"FLOW_LLM_BASE_URL": url}) as client:
         status, body = post(client, "react", query="What is the capital of France?")
         assert status == 400
         message = body["metadata"]["error"]["message"]
@@ -427,3 +429,25 @@ def test_react_with_the_vector_store_search_tool(serve: ServeFn, fake_openai: Fa
     assert "when to use: book a flight ticket\n    compare prices before booking" in outputs[0]
     assert outputs[1] == "Error: argument 'query' is required"
     assert "search_memory" in second[0]["content"]  # the role prompt names the tool
+
+
+@pytest.mark.parametrize("flow_content", [None, "SimpleReactOp()"])  # the packaged flow, and ReMe's default.yaml's
+def test_react_answers_with_an_llm_alone_as_reme_does(
+    serve: ServeFn, fake_openai: FakeOpenAI, flow_content: str | None
+) -> None:
+    """ReMe's `POST /react {"query": ...}` answers 200 with `answer` and `metadata.messages`; its web search needed a
+    DashScope key, the stand-in here is the workspace's memories (nothing stored: the tool says so)."""
+    fake, url = fake_openai, fake_openai.base_url
+    fake.script(
+        FakeReply(tool_calls=[("search_memory", {"query": "Xiaomi Corporation"})]),
+        FakeReply(content="Xiaomi makes phones and electric cars."),
+    )
+    overrides = [f"flow.react.flow_content={flow_content}"] if flow_content else []
+    with serve(*overrides, env={"FLOW_LLM_BASE_URL": url}) as client:
+        r = client.post("/react", json={"query": "Analyze Xiaomi Corporation"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+    assert body["success"] is True and body["answer"] == "Xiaomi makes phones and electric cars."
+    roles = [m["role"] for m in body["metadata"]["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    assert body["metadata"]["messages"][3]["content"] == "No stored memory matches 'Xiaomi Corporation'."

@@ -143,7 +143,8 @@ async def test_tools_are_the_flows_with_full_schemas(connect: Connect, tmp_path:
         assert tool.outputSchema is not None and set(tool.outputSchema["required"]) == {"answer", "success", "metadata"}
     assert "async" not in tools["summary_task_memory"].inputSchema["properties"]  # jobs are HTTP's; a tool call waits
     top_k = tools["retrieve_task_memory"].inputSchema["properties"]["top_k"]
-    assert top_k["type"] == ["integer", "null"]  # flat: no anyOf, no $ref (tests/unit/test_flat_schema.py)
+    assert top_k["type"] == "integer"  # one type per property, no $ref (tests/unit/test_tool_schema.py)
+    assert "top_k" not in tools["retrieve_task_memory"].inputSchema.get("required", [])
     assert (top_k["minimum"], top_k["maximum"]) == (1, 50)
 
 

@@ -1,5 +1,6 @@
-"""MCP tool schemas are flat and self-contained: no `$ref`/`$defs`, nullable fields as type lists, numbers typed
-as numbers (ReMe's MCP-to-LLM bridge copies them as they are)."""
+"""MCP tool schemas are flat and self-contained: no `$ref`/`$defs`, numbers typed as numbers (ReMe's MCP-to-LLM
+bridge copies them as they are). `flatten` writes nullable fields as type lists; the tools then keep one type per
+property (tests/unit/test_tool_schema.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_every_tool_schema_is_flat() -> None:
         for node in walk(schema):
             assert {"type": "null"} not in node.get("anyOf", []), (runner.name, node)
     retrieve = tool_for(app.flows["retrieve_task_memory"]).inputSchema["properties"]
-    assert retrieve["top_k"]["type"] == ["integer", "null"] and retrieve["top_k"]["minimum"] == 1
+    assert retrieve["top_k"]["type"] == "integer" and retrieve["top_k"]["minimum"] == 1
     assert retrieve["query"]["type"] == "string"
     summary = tool_for(app.flows["summary_task_memory"]).inputSchema["properties"]["trajectories"]
     assert summary["type"] == "array" and summary["items"]["type"] == "object"

@@ -18,9 +18,10 @@ NOT_SHARED = [
     (["vector_store.default.backend=local"], "'local'"),
     (["vector_store.default.backend=memory"], "'memory'"),
     (["vector_store.default.backend=chroma"], "'chroma' (embedded)"),
-    (["vector_store.default.backend=qdrant"], "'qdrant' (embedded)"),
+    (["vector_store.default.backend=qdrant", "vector_store.default.params.path=q"], "'qdrant' (embedded)"),
     (["vector_store.default.backend=qdrant", "vector_store.default.params.url=http://127.0.0.1:6333"],
      "'qdrant', whose workspace locks hold within one process only"),
+    (["vector_store.default.backend=qdrant"], "'qdrant', whose workspace locks hold within one process only"),
 ]  # fmt: skip
 
 

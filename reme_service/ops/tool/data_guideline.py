@@ -13,6 +13,10 @@ It has the sections of the LLM guideline, each built from the recent calls:
 
 Values are compared as compact JSON text cut to `VALUE_CHARS`; an input that is not an object counts as one
 parameter named `input`.
+
+The text holds no `{` or `}` (JSON objects in values and outputs are shown with parentheses): ReMe's clients pass
+retrieved guidelines through `str.format()` (its tool bench builds its prompts so), where a brace raises or is
+changed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from reme_service.schema.memory import ToolCallResult
 VALUE_CHARS = 40
 OUTPUT_CHARS = 80
 SHOWN_VALUES = 3
+_NO_BRACES = str.maketrans("{}", "()")
 
 
 def call_worked(call: ToolCallResult) -> bool:
@@ -109,4 +114,4 @@ def data_guideline(tool_name: str, calls: Sequence[ToolCallResult]) -> str:
         cost += f" and about {sum(tokens) / len(tokens):.0f} tokens of input and output"
     practices.append(cost + ".")
     lines += ["", "## Best Practices", *(f"- {p}" for p in practices)]
-    return "\n".join(lines)
+    return "\n".join(lines).translate(_NO_BRACES)

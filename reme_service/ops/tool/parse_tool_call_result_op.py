@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import Field
@@ -52,6 +53,10 @@ TOOL_CALL_RESULTS: Input[list[dict[str, Any]]] = Input("tool_call_results", list
 
 
 class ParseToolCallResultParams(OpParams):
+    ignored = MappingProxyType(
+        {"evaluation_sleep_interval": "ReMe paused between LLM evaluations; max_concurrent_evaluations bounds them"}
+    )
+
     llm: str = "default"
     store: str = "default"
     enable_llm_evaluation: bool = True
@@ -60,6 +65,7 @@ class ParseToolCallResultParams(OpParams):
     max_history_tool_call_cnt: int = Field(default=100, ge=1)
     recent_call_count: int = Field(default=20, ge=1, description="window of the statistics in the response")
     max_prompt_chars: int = Field(default=2000, ge=100, description="input and output are cut to this in prompts")
+    evaluation_sleep_interval: float | None = Field(default=None, ge=0, description="ReMe's; ignored")
 
 
 @dataclass(frozen=True)

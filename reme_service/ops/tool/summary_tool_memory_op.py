@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import Field
@@ -43,6 +44,10 @@ _TXT_BLOCK = re.compile(r"```[ \t]*(?:txt|text|markdown|md)?[ \t]*\n(.*?)(?:```|
 
 
 class SummaryToolMemoryParams(OpParams):
+    ignored = MappingProxyType(
+        {"summary_sleep_interval": "ReMe paused between LLM summaries; here max_concurrent_summaries bounds them"}
+    )
+
     llm: str = "default"
     store: str = "default"
     enable_llm_summary: bool = True
@@ -50,6 +55,7 @@ class SummaryToolMemoryParams(OpParams):
     max_concurrent_summaries: int = Field(default=4, ge=1)
     summary_attempts: int = Field(default=2, ge=1)
     max_call_chars: int = Field(default=300, ge=50, description="input and output previews are cut to this")
+    summary_sleep_interval: float | None = Field(default=None, ge=0, description="ReMe's; ignored")
 
 
 def parse_guideline(reply: str) -> str | None:

@@ -5,8 +5,9 @@ Inputs: `query` and/or `messages` (the query becomes the last user message). The
 `search_tools.py`), and loops as in `react_loop.py` for at most `max_steps` LLM calls. `answer` is the final
 assistant text; `metadata.messages` the whole transcript, with `steps`, `tool_calls` and `stopped`.
 
-With no `search_tool` configured (the packaged default) or no LLM, the request is refused with 400 saying what
-to configure — ReMe 0.2 needed a DashScope key for its web search and failed obscurely without one.
+The default search tool is `vector_store` (the request workspace's memories): ReMe 0.2's `react` searched the web
+with DashScope and needed its key; here it works with an LLM alone, and ReMe's name `SimpleReactOp()` is this op
+(`ops/reme_names.py`). With `search_tool=''` or no LLM, the request is refused with 400 saying what to configure.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from reme_service.schema.messages import Message, Role
 
 class ReactSearchParams(OpParams):
     llm: str = "default"
-    search_tool: str = Field(default="", description=f"one of: {', '.join(SEARCH_TOOLS)}; empty = none")
+    # ReMe's react searched the web (DashScope); its stand-in here is the workspace's own memories
+    search_tool: str = Field(default="vector_store", description=f"one of: {', '.join(SEARCH_TOOLS)}; empty = none")
     store: str = "default"
     top_k: int = Field(default=5, ge=1, le=20, description="default hits per search")
     max_steps: int = Field(default=20, ge=1, le=100, description="most LLM calls per request")

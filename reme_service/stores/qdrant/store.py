@@ -1,5 +1,6 @@
-"""The Qdrant backend (backend "qdrant"): a Qdrant server (`url`, or `host`/`port`), or Qdrant's local mode (`path`,
-ReMe's `store_dir`, or `location: ":memory:"`), through the async client.
+"""The Qdrant backend (backend "qdrant"): a Qdrant server (`url`, or `host`/`port`; with none of them, as in ReMe,
+the server at localhost:6333 or ReMe's `FLOW_QDRANT_*`: `stores/flow_env.py`), or Qdrant's local mode only when
+asked for (`path`, ReMe's `store_dir`, or `location: ":memory:"`), through the async client.
 
 Layout: a workspace is an *alias* (`names.qdrant_alias_name`: the id encoded as for Chroma) of one collection
 `<alias>_g<generation>` (dot product over unit vectors: cosine). `replace_workspace` fills a new generation and moves
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,11 +64,10 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
 
     backend = "qdrant"
 
-    def __init__(self, params: QdrantStoreParams, *, embedder: EmbeddingClient, data_dir: Path | None = None) -> None:
+    def __init__(self, params: QdrantStoreParams, *, embedder: EmbeddingClient) -> None:
         super().__init__(embedder=embedder)
         self.params = params
         self.prefix = check_chroma_prefix(params.collection_prefix)
-        self._data_dir = data_dir
         self._client: AsyncQdrantClient | None = None
 
     # ----- connection -----
@@ -74,16 +75,20 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
     def _options(self) -> dict[str, Any]:
         p = self.params
         if p.url or p.host:
-            options: dict[str, Any] = {"timeout": int(p.timeout), "api_key": p.api_key, "prefer_grpc": p.prefer_grpc}
-            return {**options, "url": p.url} if p.url else {**options, "host": p.host, "port": p.port}
+            return {**self._server_options(), "url": p.url} if p.url else {**self._server_options(), "host": p.host}
         if p.location:
             return {"location": p.location}
         folder = p.path or p.store_dir
-        if folder is None:
-            if self._data_dir is None:
-                raise ValueError("a local Qdrant needs params.path (or store_dir, or a data_dir), or give params.url")
-            folder = self._data_dir / "qdrant"
+        if folder is None:  # ReMe's default: the server on this machine (the factory fills in FLOW_QDRANT_*)
+            return {**self._server_options(), "host": "localhost"}
         return {"path": str(folder)}
+
+    def _server_options(self) -> dict[str, Any]:
+        """The client's options for a server. No version check: the client runs it in a thread of its own at
+        creation and, with the server down, only warns there; `health` reports a server that does not answer."""
+        p = self.params
+        return {"timeout": int(p.timeout), "api_key": p.api_key, "prefer_grpc": p.prefer_grpc, "port": p.port,
+                "check_compatibility": False}  # fmt: skip
 
     async def start(self) -> None:
         self._client = await asyncio.to_thread(self._connect, self._options())
@@ -114,10 +119,22 @@ class QdrantVectorStore(RemoteVectorStore[QdrantFilter]):
         except (StoreError, ValueError, KeyError):
             raise
         except Exception as exc:  # noqa: BLE001 - the client raises many transport and response types
-            raise StoreError(f"qdrant request failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+            where = self.where()
+            raise StoreError(f"qdrant request to {where} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+    def where(self) -> str:
+        """The server this store talks to (`scheme://host:port`, never credentials), or its local folder."""
+        p = self.params
+        if p.url:
+            parts = urlsplit(p.url)
+            return f"{parts.scheme}://{parts.hostname}:{parts.port or 6333}" if parts.hostname else "the url given"
+        options = self._options()
+        if "host" in options:
+            return f"{options['host']}:{options['port']}"
+        return "local mode"
 
     async def health(self) -> dict[str, Any]:
-        mode = "server" if (self.params.url or self.params.host) else "local"
+        mode = "local" if (self.params.path or self.params.store_dir or self.params.location) else "server"
         try:
             await self._call(self.client.get_collections())
         except StoreError as exc:
