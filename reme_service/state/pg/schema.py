@@ -4,7 +4,8 @@ it and then find the version current).
 
 Tables (`<prefix>` is `state.table_prefix`): `schema` (the version), `keys` (API keys, hashed), `audit` (append
 only: a trigger refuses UPDATE and DELETE), `history` (one row per entry), `jobs` and `job_keys` (the queue and the
-Idempotency-Keys), `buckets` (rate limits) and `files` (working-memory files).
+Idempotency-Keys), `buckets` (rate limits), `files` (working-memory files) and `imported` (the files
+`reme state migrate` copied).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE IF NOT EXISTS {p}buckets (key_id text PRIMARY KEY, tokens float8 NOT NULL, stamp float8 NOT NULL);
     CREATE TABLE IF NOT EXISTS {p}files (
         path text PRIMARY KEY, content bytea NOT NULL, updated timestamptz NOT NULL DEFAULT now());
+    """,
+    # 2: which files `reme state migrate` copied (each once, in the transaction of its rows)
+    """
+    CREATE TABLE IF NOT EXISTS {p}imported (source text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now());
     """,
 )
 
