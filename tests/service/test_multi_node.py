@@ -200,11 +200,9 @@ def test_a_killed_nodes_acknowledged_jobs_are_all_done_by_the_others(cluster: Cl
     node.process.wait()
     assert {status(job_id) for job_id in ids} <= {"queued", "running"}  # nothing finished before the kill
     cluster.hold.opened.set()
-    finished = [
-        httpx.get(f"{cluster.url('b')}/jobs/{job_id}", params={"wait": 60}, headers=cluster.admin, timeout=70).json()
-        for job_id in ids
-    ]
-    assert [job["status"] for job in finished] == ["done"] * 20, finished
+    until_sync(lambda: all(status(job_id) == "done" for job_id in ids), limit=120)
+    finished = [httpx.get(f"{cluster.url('b')}/jobs/{job_id}", headers=cluster.admin).json() for job_id in ids]
+    assert max(job["attempts"] for job in finished) == 2  # the ones A was running ran once more, on B or C
     for index in range(5):  # each job wrote its one memory once: four jobs a workspace, the same memory each time
         listed = post(cluster.url("c"), "vector_store", cluster.admin, workspace_id=f"kill-ws{index}", action="list")
         assert len(listed.json()["metadata"]["action_result"]) >= 1
