@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
+from reme_service.testing.haproxy import haproxy_binary, running_haproxy
 from reme_service.testing.openai_server import FakeOpenAI
 from tests.conditions import until_sync
-from tests.fakes.haproxy import haproxy_binary, running_haproxy
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 from tests.fakes.service_process import ServiceProcess, service_process
 from tests.sse import next_event

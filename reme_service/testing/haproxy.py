@@ -1,6 +1,6 @@
-"""Debian's `haproxy` in front of service processes, for the multi-node tests: round robin over the nodes, each
-checked on `/health` every 500 ms (a dead node leaves the rotation after two failed checks). The configuration is
-the one docs/scaling.md shows (`haproxy_config`)."""
+"""Debian's `haproxy` in front of service processes, for the multi-node tests and `cookbook/bench/multi_node.py`:
+round robin over the nodes, each checked on `/health` every 500 ms (a dead node leaves the rotation after two
+failed checks). The configuration is the one docs/scaling.md shows (`haproxy_config`)."""
 
 from __future__ import annotations
 
