@@ -373,11 +373,13 @@ class ReMeApp:
             ("vector_store", self.services.stores),
         ):
             parts[kind] = {name: await client.health() for name, client in clients.items()}
+        if self.state.shared:  # keys, audit, history and jobs in PostgreSQL: nothing is served without it
+            parts["state"] = {"postgres": await self.state.health()}
         failing = ("down", "unreachable")
         essential_down = any(
             info.get("status") in failing
-            for kind in ("embedding_model", "vector_store")
-            for info in parts[kind].values()
+            for kind in ("embedding_model", "vector_store", "state")
+            for info in parts.get(kind, {}).values()
         )
         llm_down = any(info.get("status") in failing for info in parts["llm"].values())
         status = "down" if essential_down else "degraded" if llm_down else "healthy"

@@ -71,7 +71,11 @@ class JobQueue:
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        jobs = await asyncio.to_thread(self.files.load_all)
+        try:
+            jobs = await asyncio.to_thread(self.files.load_all)
+        except ReMeError as exc:  # a shared store that is down: start anyway, and take the jobs over once it is back
+            logger.warning("jobs: cannot read the stored jobs now: %s", exc.message)
+            jobs = []
         for job in jobs:
             self._remember(job)
         await self._adopt(jobs)

@@ -101,5 +101,5 @@ class StateLayer:
         try:
             await asyncio.to_thread(self.db.ready)
         except ReMeError as exc:
-            return {"status": "down", "backend": "postgres", "error": exc.message}
+            return {"status": "down", "backend": "postgres", "reason": exc.message}
         return {"status": "ok", "backend": "postgres"}

@@ -12,14 +12,16 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+from reme_service.app import ReMeApp
 from reme_service.audit.record import AuditRecord
 from reme_service.auth.caller import Caller
 from reme_service.config.models import AppConfig
-from reme_service.errors import StoreError, UnauthorizedError
+from reme_service.errors import HTTPStatusError, StoreError, UnauthorizedError
 from reme_service.history.entry import HistoryEntry, Scrub
 from reme_service.jobs.files import key_digest
 from reme_service.jobs.record import Job
@@ -208,3 +210,23 @@ def test_a_database_that_is_down_answers_store_unavailable() -> None:
     with pytest.raises(StoreError) as caught:
         db.ready()
     assert caught.value.status == 503 and caught.value.code == "store_unavailable"
+
+
+def test_a_node_whose_database_is_down_starts_and_fails_closed(tmp_path: Path) -> None:
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+    config = AppConfig(data_dir=str(tmp_path), state={"backend": "postgres", "dsn": dead},  # type: ignore[arg-type]
+                       auth={"mode": "required"}, http={"host": "0.0.0.0"})  # type: ignore[arg-type]  # fmt: skip
+    app = ReMeApp(config=config)  # auth.mode=required: it would refuse to start if it thought there were no keys
+    try:
+        with pytest.raises(HTTPStatusError) as caught:
+            app.access.caller("rk_0123456789ab_" + "A" * 43)
+        assert caught.value.status == 503  # never a 401 that could be a 200 after a revocation it cannot see
+        report = asyncio.run(_health(app))
+        assert report["status"] == "down" and report["state"]["postgres"]["status"] == "down"
+    finally:
+        asyncio.run(app.state.stop())
+
+
+async def _health(app: ReMeApp) -> dict[str, Any]:
+    async with app:
+        return await app.health()

@@ -160,7 +160,9 @@ class PgKeyRing:
         return self._broken is not None or bool(self._keys)
 
     def has_active_keys(self) -> bool:
-        return self._broken is None and any(record.active for record in self._keys.values())
+        """Whether a key may serve: yes while the table cannot be read (a node whose database is down starts, and
+        answers 503 until it is back, instead of refusing to start for want of keys it cannot see)."""
+        return self._broken is not None or any(record.active for record in self._keys.values())
 
     def authenticate(self, key: str) -> Caller:
         """The caller `key` stands for; 401 for a malformed, unknown or revoked key, 503 while the table cannot be
