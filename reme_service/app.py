@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reme_service.audit.log import AuditLog
 from reme_service.audit.recorder import AuditRecorder
 from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
@@ -36,8 +35,6 @@ from reme_service.flow.expression import parse_flow
 from reme_service.flow.op import AnyOp
 from reme_service.flow.registry import Registry
 from reme_service.flow.runner import FlowRunner
-from reme_service.history.log import HistoryLog
-from reme_service.jobs.files import JobFiles
 from reme_service.jobs.flow_jobs import FlowJobs
 from reme_service.json_pieces import model_json_ready
 from reme_service.loop_thread import LoopThread
@@ -52,6 +49,7 @@ from reme_service.providers.llm.base import LLMClient
 from reme_service.providers.metered import MeteredEmbedder, MeteredLLM
 from reme_service.schema.requests import build_request_model
 from reme_service.services import Services
+from reme_service.state.layer import StateLayer
 from reme_service.storage.factory import build_store, parse_store_params
 from reme_service.version import __version__
 
@@ -105,16 +103,12 @@ class ReMeApp:
         for store_cfg in self.config.vector_store.values():  # bad store parameters fail here, before serving
             parse_store_params(store_cfg.backend, store_cfg.params, self.env)
         # API keys: read now, so a broken key file or an exposed service without keys stops before serving
-        self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host())
-        audit = self.config.audit
-        audit_dir = Path(audit.dir).expanduser().resolve() if audit.dir else self.data_dir / "audit"
-        self.audit_log = AuditLog(audit_dir) if audit.enabled else None
-        history = self.config.history
-        history_dir = Path(history.dir).expanduser().resolve() if history.dir else self.data_dir / "history"
-        self.history = HistoryLog(history_dir) if history.enabled else None
+        # keys, audit, history and jobs: files under data_dir, or PostgreSQL shared by every node (`state/`)
+        self.state = StateLayer.build(self.config, self.data_dir)
+        self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host(), keyring=self.state.keyring)
+        self.audit_log = self.state.audit_log
+        self.history = self.state.history
         self.metrics = Metrics()
-        jobs = self.config.jobs
-        jobs_dir = Path(jobs.dir).expanduser().resolve() if jobs.dir else self.data_dir / "jobs"
         self.events = EventBus(self.config.events, self.data_dir / "events")
         self.audit = AuditRecorder(
             self.config.flow,
@@ -123,7 +117,7 @@ class ReMeApp:
             history=self.history,
             log=self.audit_log,
         )
-        self.jobs = FlowJobs(jobs, JobFiles(jobs_dir), self.flows, self.run_validated, self.events)
+        self.jobs = FlowJobs(self.config.jobs, self.state.jobs, self.flows, self.run_validated, self.events)
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -239,6 +233,7 @@ class ReMeApp:
         self._flusher = asyncio.create_task(self._flush_key_use(), name="reme-key-use")
         self._started = True
         self.events.start()
+        await self.state.start(self.events)
         await self.jobs.queue.start()  # queued jobs run again now that the flows can
         logger.info(
             "started: %d flows, llm=%s, embedding=%s, store=%s",
@@ -259,6 +254,7 @@ class ReMeApp:
             await asyncio.gather(self._flusher, return_exceptions=True)
             self._flusher = None
         await asyncio.to_thread(self.access.keyring.flush)
+        await self.state.stop()
         for client in reversed(services.clients()):
             try:
                 await client.close()
@@ -387,11 +383,13 @@ class ReMeApp:
             ("vector_store", self.services.stores),
         ):
             parts[kind] = {name: await client.health() for name, client in clients.items()}
+        if self.state.shared:  # keys, audit, history and jobs in PostgreSQL: nothing is served without it
+            parts["state"] = {"postgres": await self.state.health()}
         failing = ("down", "unreachable")
         essential_down = any(
             info.get("status") in failing
-            for kind in ("embedding_model", "vector_store")
-            for info in parts[kind].values()
+            for kind in ("embedding_model", "vector_store", "state")
+            for info in parts.get(kind, {}).values()
         )
         llm_down = any(info.get("status") in failing for info in parts["llm"].values())
         status = "down" if essential_down else "degraded" if llm_down else "healthy"

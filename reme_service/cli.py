@@ -12,6 +12,7 @@ from reme_service.version import __version__
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)
        reme audit [--workspace W] ...      print the audit log (reme audit --help)
+       reme state migrate [config args]   copy keys, audit, history and jobs from files into PostgreSQL
        reme --version | --help
 
 Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
@@ -35,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from reme_service.audit.cli import main as audit_main
 
         return audit_main(args[1:])
+    if args and args[0] == "state":
+        from reme_service.state.migrate import main as state_main
+
+        return state_main(args[1:])
     if any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0

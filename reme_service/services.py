@@ -9,10 +9,10 @@ from reme_service.concurrency import ThreadLane
 from reme_service.config.models import AppConfig
 from reme_service.errors import ConfigError
 from reme_service.file_roots import FileRoots
-from reme_service.history.log import HistoryLog
 from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
+from reme_service.state.interfaces import HistoryStore
 from reme_service.storage.guarded import GuardedStore
 
 
@@ -28,7 +28,7 @@ class ManagedClient(Protocol):
 class Services:
     config: AppConfig
     file_roots: FileRoots  # where vector_store dump/load may read and write (`file_roots.py`)
-    history: HistoryLog | None = None  # every memory's history (`history/`); None when `history.enabled` is off
+    history: HistoryStore | None = None  # every memory's history (`history/`); None when `history.enabled` is off
     llms: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
     stores: dict[str, GuardedStore] = field(default_factory=dict)

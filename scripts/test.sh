@@ -19,6 +19,8 @@ if [ "$quick" -eq 1 ]; then
 fi
 # chromium + chromedriver for tests/browser (Debian packages; never fails the run: the tests skip, saying why)
 bash scripts/install_browser.sh || true
+# haproxy for tests/service/test_multi_node.py (a Debian package; the tests skip, saying why, without it)
+bash scripts/install_haproxy.sh || true
 .venv/bin/ruff check reme_service tests cookbook
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

@@ -1,6 +1,7 @@
 """`reme audit --workspace W [--since T] [--until T] [--json]`: print the audit records of the configured data.
 
-Takes the same `config=` and `key=value` arguments as `reme` to find the audit directory. Times are ISO 8601
+Takes the same `config=` and `key=value` arguments as `reme` to find the audit trail: the audit directory, or the
+PostgreSQL state every node shares (`state.backend`). Times are ISO 8601
 dates or date-times (UTC when no offset is given).
 """
 
@@ -10,12 +11,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
-from reme_service.audit.log import read_records
 from reme_service.audit.record import AuditRecord
 from reme_service.config.loader import load_config
 from reme_service.errors import ReMeError
+from reme_service.state.admin import audit_records
 
 USAGE = """usage: reme audit [--workspace W] [--since T] [--until T] [--json] [config args]
 
@@ -68,12 +68,10 @@ def main(argv: Sequence[str]) -> int:
     except ReMeError as exc:
         sys.stderr.write(f"reme audit: {exc.message}\n")
         return 2
-    data_dir = Path(config.data_dir).expanduser().resolve()
-    directory = Path(config.audit.dir).expanduser().resolve() if config.audit.dir else data_dir / "audit"
-    for record in read_records(directory):
-        if parsed.workspace and record.workspace_id != parsed.workspace:
-            continue
-        if (since and record.time < since) or (until and record.time >= until):
-            continue
-        sys.stdout.write((record.model_dump_json() if parsed.json else _line(record)) + "\n")
+    try:
+        for record in audit_records(config, workspace=parsed.workspace, since=since, until=until):
+            sys.stdout.write((record.model_dump_json() if parsed.json else _line(record)) + "\n")
+    except ReMeError as exc:  # the PostgreSQL state cannot be reached
+        sys.stderr.write(f"reme audit: {exc.message}\n")
+        return 1
     return 0

@@ -17,14 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from reme_service.audit.log import AuditLog
 from reme_service.audit.record import AuditRecord
 from reme_service.audit.trail import AuditTrail
 from reme_service.auth.caller import Caller
 from reme_service.auth.policy import needed_scope
 from reme_service.config.models import FlowConfig
 from reme_service.events.bus import EventBus
-from reme_service.history.log import HistoryLog
+from reme_service.state.interfaces import AuditSink, HistoryStore
 
 #: the flow whose `action` field names what a request does (`insert`, `copy`...): the record's action
 ACTION_FLOW = "vector_store"
@@ -40,8 +39,8 @@ class AuditRecorder:
         *,
         default_workspace: str,
         events: EventBus,
-        history: HistoryLog | None,
-        log: AuditLog | None,
+        history: HistoryStore | None,
+        log: AuditSink | None,
     ) -> None:
         self._flows = flows
         self._default_workspace = default_workspace

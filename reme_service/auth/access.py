@@ -27,6 +27,7 @@ from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
 from reme_service.config.models import AuthConfig
 from reme_service.errors import ConfigError, RateLimitedError, UnauthorizedError
+from reme_service.state.interfaces import KeyStore
 
 logger = logging.getLogger("reme_service.auth")
 
@@ -45,7 +46,7 @@ def keys_path(config: AuthConfig, data_dir: Path) -> Path:
 
 
 class Access:
-    def __init__(self, config: AuthConfig, keyring: KeyRing, *, host: str | None) -> None:
+    def __init__(self, config: AuthConfig, keyring: KeyStore, *, host: str | None) -> None:
         self.config = config
         self.keyring = keyring
         self.host = host
@@ -54,9 +55,11 @@ class Access:
         self.limiter = RateLimiter(limit.requests_per_second, limit.burst) if limit.requests_per_second else None
 
     @classmethod
-    def open(cls, config: AuthConfig, data_dir: Path, *, host: str | None) -> Access:
-        """Read the key file and check the service may start as configured; ConfigError says why not."""
-        keyring = KeyRing(keys_path(config, data_dir), reload_seconds=config.reload_seconds)
+    def open(cls, config: AuthConfig, data_dir: Path, *, host: str | None, keyring: KeyStore | None = None) -> Access:
+        """Read the keys (the key file, or `keyring`: the shared state's) and check the service may start as
+        configured; ConfigError says why not."""
+        if keyring is None:
+            keyring = KeyRing(keys_path(config, data_dir), reload_seconds=config.reload_seconds)
         keyring.load()
         access = cls(config, keyring, host=host)
         if config.mode == "off":
@@ -67,7 +70,7 @@ class Access:
         elif host is not None and (config.mode == "required" or access.exposed) and not keyring.has_active_keys():
             where = "auth.mode=required" if config.mode == "required" else f"the service listens on {host}"
             raise ConfigError(
-                f"auth: {where}, so API keys are required, and {keyring.path} holds none. Create one with "
+                f"auth: {where}, so API keys are required, and {keyring.where} holds none. Create one with "
                 "`reme keys create --workspace NAME --scope write` (same config arguments as `reme`), "
                 "or set auth.mode=off to serve without keys"
             )

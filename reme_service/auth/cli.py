@@ -1,7 +1,8 @@
-"""`reme keys create|list|revoke`: manage API keys in the key file of the configuration given.
+"""`reme keys create|list|revoke`: manage the API keys of the configuration given.
 
 Takes the same `config=FILE` and `key=value` arguments as `reme` (e.g. `data_dir=...`, `auth.keys_file=...`) to find
-the file. `create` prints the new key as the last line of stdout, once; nothing stores it in clear.
+the keys: the key file, or the PostgreSQL state every node shares (`state.backend`, `state/admin.py`).
+`create` prints the new key as the last line of stdout, once; nothing stores it in clear.
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 
-from reme_service.auth.access import keys_path
-from reme_service.auth.keyfile import create_key, read_key_file, read_last_used, revoke_key
 from reme_service.config.loader import load_config
 from reme_service.errors import ReMeError
 from reme_service.schema.workspace_ids import validate_workspace_id
+from reme_service.state.admin import KeyAdmin, key_admin
 
 USAGE = """usage: reme keys create --workspace W [--workspace W2 ...] --scope read|write|admin [--name N] [config args]
        reme keys list [config args]
@@ -41,11 +40,6 @@ def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
-def _key_file(config_args: Sequence[str]) -> Path:
-    config = load_config(config_args)
-    return keys_path(config.auth, Path(config.data_dir).expanduser().resolve())
-
-
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if not args or any(a in ("-h", "--help", "help") for a in args):
@@ -58,12 +52,15 @@ def main(argv: Sequence[str]) -> int:
     except SystemExit:
         return 2
     try:
-        path = _key_file(config_args)
-        if parsed.command == "create":
-            return _create(path, parsed)
-        if parsed.command == "list":
-            return _list(path)
-        return _revoke(path, parsed.key_id)
+        admin = key_admin(load_config(config_args))
+        try:
+            if parsed.command == "create":
+                return _create(admin, parsed)
+            if parsed.command == "list":
+                return _list(admin)
+            return _revoke(admin, parsed.key_id)
+        finally:
+            admin.close()
     except ReMeError as exc:  # ConfigError, or a workspace id the service would refuse
         sys.stderr.write(f"reme keys: {exc.message}\n")
         return 2
@@ -72,42 +69,40 @@ def main(argv: Sequence[str]) -> int:
         return 2
 
 
-def _create(path: Path, parsed: argparse.Namespace) -> int:
+def _create(admin: KeyAdmin, parsed: argparse.Namespace) -> int:
     if parsed.scope is None or not parsed.workspace:
         sys.stderr.write("reme keys: create needs --scope read|write|admin and at least one --workspace\n")
         return 2
     workspaces = [w if w == "*" else validate_workspace_id(w) for w in parsed.workspace]
-    record, key = create_key(path, workspaces=workspaces, scope=parsed.scope, name=parsed.name)
+    record, key = admin.create(workspaces=workspaces, scope=parsed.scope, name=parsed.name)
     sys.stderr.write(
-        f"created key {record.id} ({record.scope}) for {', '.join(record.workspaces)} in {path}; "
+        f"created key {record.id} ({record.scope}) for {', '.join(record.workspaces)} in {admin.where}; "
         "it is shown once, below: keep it now\n"
     )
     sys.stdout.write(key + "\n")
     return 0
 
 
-def _list(path: Path) -> int:
-    keys = read_key_file(path)
-    used = read_last_used(path)
+def _list(admin: KeyAdmin) -> int:
     header = f"{'id':12}  {'name':16}  {'scope':5}  {'state':7}  {'created':19}  {'last used':19}  workspaces"
     sys.stdout.write(header + "\n")
-    for record in keys.keys:
+    for record, last_used in admin.list():
         state = "active" if record.active else "revoked"
         sys.stdout.write(
             f"{record.id:12}  {record.name[:16]:16}  {record.scope:5}  {state:7}  {_when(record.created):19}  "
-            f"{_when(used.get(record.id)):19}  {','.join(record.workspaces)}\n"
+            f"{_when(last_used):19}  {','.join(record.workspaces)}\n"
         )
     return 0
 
 
-def _revoke(path: Path, key_id: str | None) -> int:
+def _revoke(admin: KeyAdmin, key_id: str | None) -> int:
     if not key_id:
         sys.stderr.write("reme keys: revoke needs the key's ID (see `reme keys list`)\n")
         return 2
     try:
-        record = revoke_key(path, key_id)
+        record = admin.revoke(key_id)
     except KeyError:
-        sys.stderr.write(f"reme keys: no key with id {key_id!r} in {path}\n")
+        sys.stderr.write(f"reme keys: no key with id {key_id!r} in {admin.where}\n")
         return 2
     sys.stdout.write(f"revoked {record.id} ({record.name or 'no name'}) at {_when(record.revoked)}\n")
     return 0

@@ -41,6 +41,10 @@ class KeyRing:
         self._used: dict[str, datetime] = {}
         self._dirty = False
 
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
     def _stat(self) -> _Stamp:
         try:
             info = os.stat(self.path)

@@ -314,6 +314,17 @@ class EventsConfig(_Strict):
     )
 
 
+class StateConfig(_Strict):
+    """Where keys, audit, history, jobs, events, rate limits and working-memory files live (docs/scaling.md).
+    `files`: under data_dir, one machine; `postgres`: tables in PostgreSQL, shared by every node; `auto`: postgres
+    when the default vector store is pgvector (its DSN), else files."""
+
+    backend: Literal["auto", "files", "postgres"] = "auto"
+    dsn: str = Field(default="", description="the PostgreSQL of the state; empty = the pgvector store's")
+    table_prefix: str = Field(default="reme_state_", pattern=r"^[a-z_][a-z0-9_]{0,30}$")
+    reload_seconds: float = Field(default=1.0, gt=0, le=2, description="polling fallback of key changes")
+
+
 class AppConfig(_Strict):
     backend: Literal["http", "mcp"] = "http"
     language: Literal["", "en", "zh"] = ""
@@ -344,6 +355,7 @@ class AppConfig(_Strict):
     jobs: JobsConfig = Field(default_factory=JobsConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)
     history: HistoryConfig = Field(default_factory=HistoryConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     llm: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     embedding_model: dict[str, EmbeddingConfig] = Field(default_factory=lambda: {"default": EmbeddingConfig()})

@@ -48,6 +48,8 @@ class EventBus:
         log = DeliveryLog(folder / "deliveries.jsonl")
         self.webhooks = [Webhook(hook, config, log) for hook in config.webhooks]
         self._subscriptions: set[Subscription] = set()
+        #: where this node's events also go (the PostgreSQL state's fan-out to the other nodes: `state/pg/events.py`)
+        self.relay: Callable[[Event], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -78,8 +80,16 @@ class EventBus:
     def publish(self, event: Event) -> None:
         if not self.config.enabled:
             return
-        for subscription in list(self._subscriptions):
-            subscription.offer(event)
-        for hook in self.webhooks:
+        self.receive(event)
+        if self.relay is not None:
+            self.relay(event)
+        for hook in self.webhooks:  # on the node that made the change only: each webhook hears of it once
             if hook.wants(event):
                 hook.offer(event)
+
+    def receive(self, event: Event) -> None:
+        """Offer `event` to this node's subscribers (an event of this node, or one relayed from another)."""
+        if not self.config.enabled:
+            return
+        for subscription in list(self._subscriptions):
+            subscription.offer(event)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from reme_service.errors import NotFoundError
-from reme_service.history.log import HistoryLog
+from reme_service.state.interfaces import HistoryStore
 from reme_service.stores.base import VectorStore
 
 
 async def memory_history(
-    log: HistoryLog | None, store: VectorStore, workspace_id: str, memory_id: str
+    log: HistoryStore | None, store: VectorStore, workspace_id: str, memory_id: str
 ) -> list[dict[str, Any]]:
     """The memory's history, oldest first; 404 when it has none and does not exist (or history is off and it does
     not exist: a memory that exists has an empty history then)."""

@@ -33,6 +33,8 @@ def key_digest(key_id: str | None, idempotency_key: str) -> str:
 
 
 class JobFiles:
+    shared_across_nodes = False  # one machine: the processes that share the folder see each other's locks at start
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.keys = folder / "keys"
@@ -102,6 +104,17 @@ class JobFiles:
             tmp.unlink(missing_ok=True)
         fsync_path(self.keys)
         return job_id
+
+    def key_holder(self, digest: str) -> str | None:
+        """The job the Idempotency-Key `digest` named, if any."""
+        try:
+            return (self.keys / digest).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def load_open(self) -> list[Job]:
+        """The jobs queued or running, oldest first."""
+        return [job for job in self.load_all() if not job.finished]
 
     def load_all(self) -> list[Job]:
         """Every job on disk, oldest first; an unreadable file is logged and set aside (`.bad`), never fatal."""

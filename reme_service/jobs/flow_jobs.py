@@ -23,9 +23,9 @@ from reme_service.errors import NotFoundError, error_envelope
 from reme_service.events.bus import EventBus
 from reme_service.events.event import Event
 from reme_service.flow.runner import FlowRunner
-from reme_service.jobs.files import JobFiles
 from reme_service.jobs.queue import JobQueue
 from reme_service.jobs.record import Job
+from reme_service.state.interfaces import JobStore
 
 #: how a job's flow is run: (runner, validated request, request id, offload) -> (HTTP status, body)
 RunFlow = Callable[..., Awaitable[tuple[int, dict[str, Any]]]]
@@ -37,7 +37,7 @@ class FlowJobs:
     def __init__(
         self,
         config: JobsConfig,
-        files: JobFiles,
+        files: JobStore,
         flows: Mapping[str, FlowRunner[Any]],
         run_flow: RunFlow,
         events: EventBus,

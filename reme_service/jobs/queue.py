@@ -28,14 +28,14 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from reme_service.auth.caller import Caller
 from reme_service.config.models import JobsConfig
 from reme_service.errors import ConflictError, OverloadedError, ReMeError, error_envelope
-from reme_service.jobs.files import JobFiles, key_digest
+from reme_service.jobs.files import key_digest
 from reme_service.jobs.record import MAX_ATTEMPTS, Job, now
+from reme_service.state.interfaces import JobStore
 
 logger = logging.getLogger("reme_service.jobs")
 
@@ -43,12 +43,13 @@ Execute = Callable[[Job], Awaitable[tuple[int, dict[str, Any]]]]
 PRUNE_SECONDS = 600.0
 MAX_WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.25  # how often a long poll reads the file of a job another process runs
+ADOPT_SECONDS = 2.0  # how often a queue shared across nodes looks for jobs nobody runs (a dead node's)
 _JOB_ID = re.compile(r"job_[0-9a-f]{32}")
 
 
 class JobQueue:
     def __init__(
-        self, config: JobsConfig, files: JobFiles, execute: Execute, *, on_finished: Callable[[Job], None] | None = None
+        self, config: JobsConfig, files: JobStore, execute: Execute, *, on_finished: Callable[[Job], None] | None = None
     ) -> None:
         self.config = config
         self.files = files
@@ -61,6 +62,7 @@ class JobQueue:
         self._finished: dict[str, asyncio.Event] = {}
         self._by_key: dict[tuple[str | None, str], str] = {}
         self._pruner: asyncio.Task[None] | None = None
+        self._adopter: asyncio.Task[None] | None = None
         self._stopping = False
         self._mine: set[str] = set()  # jobs this process is running (holds their run lock)
         self._sizes: dict[str, int] = {}  # bytes of the file of each finished job
@@ -69,26 +71,54 @@ class JobQueue:
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        jobs = await asyncio.to_thread(self.files.load_all)
+        try:
+            jobs = await asyncio.to_thread(self.files.load_all)
+        except ReMeError as exc:  # a shared store that is down: start anyway, and take the jobs over once it is back
+            logger.warning("jobs: cannot read the stored jobs now: %s", exc.message)
+            jobs = []
         for job in jobs:
             self._remember(job)
-            if job.finished:
+        await self._adopt(jobs)
+        if jobs:
+            logger.info("jobs: %d stored, %d to run", len(jobs), len(self._queue))
+        await self._prune()
+        self._pruner = asyncio.create_task(self._prune_every(), name="reme-jobs-prune")
+        if getattr(self.files, "shared_across_nodes", False):
+            self._adopter = asyncio.create_task(self._adopt_every(), name="reme-jobs-adopt")
+        self._dispatch()
+
+    async def _adopt(self, jobs: list[Job]) -> None:
+        """Queue here the unfinished jobs among `jobs` that nobody runs (their run lock is free)."""
+        for job in jobs:
+            if job.finished or job.job_id in self._mine or job.job_id in self._queue:
                 continue
             fd = await asyncio.to_thread(self.files.claim, job.job_id)
             if fd is None:
                 continue  # another process is running it
             try:
-                if job.status == "running":  # the process that ran it stopped
-                    job = await self._orphaned(job)
+                current = await asyncio.to_thread(self.files.load, job.job_id)
+                if current is None:
+                    continue
+                if current.status == "running":  # the process that ran it stopped
+                    current = await self._orphaned(current)
+                else:
+                    self._remember(current)
             finally:
                 self.files.release(fd)
-            if job.status == "queued":
-                self._queue.append(job.job_id)
-        if jobs:
-            logger.info("jobs: %d on disk, %d to run", len(jobs), len(self._queue))
-        await self._prune()
-        self._pruner = asyncio.create_task(self._prune_every(), name="reme-jobs-prune")
-        self._dispatch()
+            if current.status == "queued":
+                self._queue.append(current.job_id)
+
+    async def _adopt_every(self) -> None:
+        """Shared across nodes: take over, every `ADOPT_SECONDS`, the jobs a dead node left (its run locks ended
+        with its connections)."""
+        while True:
+            await asyncio.sleep(ADOPT_SECONDS)
+            try:
+                await self._adopt(await asyncio.to_thread(self.files.load_open))
+            except ReMeError as exc:  # the database is away: the next round tries again
+                logger.warning("jobs: cannot look for jobs to take over: %s", exc.message)
+                continue
+            self._dispatch()
 
     async def _orphaned(self, job: Job) -> Job:
         """A job whose process stopped while it ran: queued again, or failed when that happened twice."""
@@ -102,13 +132,14 @@ class JobQueue:
     async def stop(self) -> None:
         """Stop running jobs (they stay `running` on disk and run again at the next start)."""
         self._stopping = True
-        if self._pruner is not None:
-            self._pruner.cancel()
+        helpers = [task for task in (self._pruner, self._adopter) if task is not None]
+        for helper in helpers:
+            helper.cancel()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, *([self._pruner] if self._pruner else []), return_exceptions=True)
-        self._pruner = None
+        await asyncio.gather(*tasks, *helpers, return_exceptions=True)
+        self._pruner = self._adopter = None
 
     # -- submitting and reading ---------------------------------------------------------------------------
 
@@ -161,8 +192,7 @@ class JobQueue:
     async def _job_of_key(self, caller: Caller, idempotency_key: str) -> Job | None:
         job_id = self._by_key.get((caller.key_id, idempotency_key))
         if job_id is None:
-            path = self.files.keys / key_digest(caller.key_id, idempotency_key)
-            job_id = await asyncio.to_thread(_read_or_none, path)
+            job_id = await asyncio.to_thread(self.files.key_holder, key_digest(caller.key_id, idempotency_key))
         if job_id is None:
             return None
         return self._jobs.get(job_id) or await asyncio.to_thread(self.files.load, job_id)
@@ -354,10 +384,3 @@ def _slim(job: Job) -> Job:
 
 def _failure(job: Job, message: str) -> dict[str, Any]:
     return error_envelope(ReMeError(message), job.job_id)
-
-
-def _read_or_none(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except FileNotFoundError:
-        return None

@@ -19,7 +19,7 @@ SERVING = ("healthy", "degraded")  # degraded: an LLM is unreachable; storage an
 def failing_parts(report: dict[str, Any]) -> list[str]:
     """`kind.name: reason` for each client of a health report (`ReMeApp.health`) that is not ok."""
     failing = []
-    for kind in ("vector_store", "embedding_model", "llm"):
+    for kind in ("vector_store", "embedding_model", "llm", "state"):
         for name, info in report.get(kind, {}).items():
             if info.get("status") in ("down", "unreachable"):
                 failing.append(f"{kind}.{name}: {info.get('reason') or info['status']}")

@@ -33,6 +33,9 @@ def _store_overrides(request: pytest.FixtureRequest) -> list[str]:
             "vector_store.default.backend=pgvector",
             f"vector_store.default.params.dsn={dsn}",
             f"vector_store.default.params.table_prefix=t{secrets.token_hex(4)}_",
+            # these tests check the one-machine state (key file, JSONL logs) on a pgvector store; the PostgreSQL
+            # state, which `auto` would pick here, has tests of its own (test_state_*.py, test_multi_node.py)
+            "state.backend=files",
         ]
     if store != "chroma":
         raise pytest.UsageError(f"REME_TEST_STORE must be local, chroma or pgvector, not {store!r}")

@@ -1,0 +1,74 @@
+"""What each backend of the state provides (`files`: today's files under data_dir; `postgres`: `state/pg/`).
+
+One contract per concept, so the code above (auth, audit recorder, history lookup, job queue, event bus) works
+with either; tests/contract/test_state_*.py hold both backends to the same contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from reme_service.audit.record import AuditRecord
+from reme_service.auth.caller import Caller
+from reme_service.history.entry import HistoryStep
+from reme_service.jobs.record import Job
+
+
+class KeyStore(Protocol):
+    """The live view of the API keys a service authenticates against (`auth.keyring.KeyRing`, `pg.keys.PgKeyRing`)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def load(self) -> None: ...
+
+    def has_keys(self) -> bool: ...
+
+    def has_active_keys(self) -> bool: ...
+
+    def authenticate(self, key: str) -> Caller: ...
+
+    def current(self, key_id: str) -> Caller | None: ...
+
+    def flush(self) -> None: ...
+
+
+class AuditSink(Protocol):
+    """Where audit records are appended, durable when `append` returns (`audit.log.AuditLog`, `pg.audit.PgAuditLog`)."""
+
+    async def append(self, record: AuditRecord) -> None: ...
+
+
+class HistoryStore(Protocol):
+    """Every memory's history (`history.log.HistoryLog`, `pg.history.PgHistoryLog`)."""
+
+    async def write(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None: ...
+
+    async def read(self, workspace_id: str, memory_id: str) -> list[dict[str, Any]]: ...
+
+
+class JobStore(Protocol):
+    """The jobs and their Idempotency-Keys, shared by every process that runs them (`jobs.files.JobFiles`,
+    `pg.jobs.PgJobStore`). `claim` returns a handle while the caller holds the job's run lock (None: another holds
+    it); the lock ends with `release` or with the holder's death."""
+
+    def save(self, job: Job) -> int: ...
+
+    def size(self, job_id: str) -> int: ...
+
+    def load(self, job_id: str) -> Job | None: ...
+
+    def remove(self, job: Job) -> None: ...
+
+    def claim(self, job_id: str) -> int | None: ...
+
+    def release(self, handle: int) -> None: ...
+
+    def reserve_key(self, digest: str, job_id: str) -> str: ...
+
+    def key_holder(self, digest: str) -> str | None: ...
+
+    def load_all(self) -> list[Job]: ...
+
+    def load_open(self) -> list[Job]: ...

@@ -1,0 +1,105 @@
+"""`StateLayer`: the state backend a configuration selects (`state.settings.state_target`), as the objects the app
+wires in: the key ring, the audit sink, the history store and the job store, plus the event fan-out.
+
+`files` gives today's objects (key file, JSONL logs, job files under data_dir: one machine, `http.workers`
+processes included); `postgres` gives the `state/pg/` ones on one database shared by every node. Nothing connects
+before `StateLayer.start`, except the key ring's first read (a node whose database is down starts, and its keyed
+requests get 503 until the database is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from reme_service.audit.log import AuditLog
+from reme_service.auth.access import keys_path
+from reme_service.auth.keyring import KeyRing
+from reme_service.config.models import AppConfig
+from reme_service.errors import ReMeError
+from reme_service.events.bus import EventBus
+from reme_service.history.log import HistoryLog
+from reme_service.jobs.files import JobFiles
+from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore
+from reme_service.state.pg.db import StateDb
+from reme_service.state.pg.events import PgEventRelay
+from reme_service.state.pg.jobs import PgJobStore
+from reme_service.state.pg.keys import PgKeyRing
+from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+from reme_service.state.settings import StateTarget, state_target
+
+
+def _folder(configured: str, default: Path) -> Path:
+    return Path(configured).expanduser().resolve() if configured else default
+
+
+@dataclass
+class StateLayer:
+    target: StateTarget
+    keyring: KeyStore
+    audit_log: AuditSink | None
+    history: HistoryStore | None
+    jobs: JobStore
+    db: StateDb | None = None
+    _relay: PgEventRelay | None = None
+
+    @classmethod
+    def build(cls, config: AppConfig, data_dir: Path) -> StateLayer:
+        target = state_target(config)
+        if target.backend == "files":
+            return cls(
+                target,
+                keyring=KeyRing(keys_path(config.auth, data_dir), reload_seconds=config.auth.reload_seconds),
+                audit_log=AuditLog(_folder(config.audit.dir, data_dir / "audit")) if config.audit.enabled else None,
+                history=HistoryLog(_folder(config.history.dir, data_dir / "history"))
+                if config.history.enabled
+                else None,
+                jobs=JobFiles(_folder(config.jobs.dir, data_dir / "jobs")),
+            )
+        db = StateDb(target)
+        return cls(
+            target,
+            keyring=PgKeyRing(db, reload_seconds=min(target.reload_seconds, config.auth.reload_seconds)),
+            audit_log=PgAuditLog(db) if config.audit.enabled else None,
+            history=PgHistoryLog(db) if config.history.enabled else None,
+            jobs=PgJobStore(db),
+            db=db,
+        )
+
+    @property
+    def shared(self) -> bool:
+        """Whether the state is shared by several machines (PostgreSQL)."""
+        return self.db is not None
+
+    async def start(self, events: EventBus) -> None:
+        """Ready the database (schema migrated) and relay events to the other nodes; a database that is down now
+        is not fatal: each use fails with 503 until it is back."""
+        if self.db is None:
+            return
+        try:
+            await asyncio.to_thread(self.db.ready)
+        except ReMeError:
+            pass  # reported by /health and by each use until the database is back
+        if events.active:
+            self._relay = PgEventRelay(self.db, events)
+            self._relay.start()
+
+    async def stop(self) -> None:
+        if self._relay is not None:
+            await self._relay.stop()
+            self._relay = None
+        if isinstance(self.keyring, PgKeyRing):
+            await asyncio.to_thread(self.keyring.close)
+        if self.db is not None:
+            await asyncio.to_thread(self.db.close)
+
+    async def health(self) -> dict[str, str]:
+        """`{"status": "ok"}`, or `down` with the reason (a PostgreSQL state that cannot be reached)."""
+        if self.db is None:
+            return {"status": "ok", "backend": "files"}
+        try:
+            await asyncio.to_thread(self.db.ready)
+        except ReMeError as exc:
+            return {"status": "down", "backend": "postgres", "reason": exc.message}
+        return {"status": "ok", "backend": "postgres"}
