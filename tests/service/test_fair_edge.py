@@ -253,3 +253,42 @@ async def _lane_fairness() -> None:
         gate.set()
         assert sorted(await asyncio.gather(*bombs)) == ["a0", "a1", "a2"]
         await lane.close()
+
+
+def test_a_key_at_its_queued_jobs_share_gets_429_and_another_key_queues(serve: ServeFn, tmp_path: Path) -> None:
+    """Jobs wait on an LLM that never answers (a socket that accepts and is silent), one worker: key A's second or
+    third job finds its one queued job and is refused; key B's is queued."""
+    path = tmp_path / "data" / "auth" / "keys.json"
+    alice = {"Authorization": f"Bearer {create_key(path, workspaces=['ws'], scope='write', name='a')[1]}"}
+    bob = {"Authorization": f"Bearer {create_key(path, workspaces=['ws_b'], scope='write', name='b')[1]}"}
+    trajectory = {"messages": [{"role": "user", "content": "open the settings"}], "score": 1.0}
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        llm = (
+            "llm.default.backend=openai_compatible",
+            f"llm.default.base_url=http://127.0.0.1:{silent.getsockname()[1]}/v1",
+            "llm.default.api_key=none",
+        )
+        with serve(*llm, "jobs.workers=1", "auth.per_key.jobs=1") as client:
+            answers = [
+                client.post(
+                    "/summary_task_memory",
+                    json={"workspace_id": "ws", "trajectories": [trajectory], "async": True},
+                    headers=alice,
+                )
+                for _ in range(3)
+            ]
+            refused = [answer for answer in answers if answer.status_code == 429]
+            assert refused and all(answer.status_code in (202, 429) for answer in answers), [a.text for a in answers]
+            assert refused[0].headers["retry-after"] == "1"
+            assert (
+                "auth.per_key.jobs"
+                in assert_envelope(refused[0].json(), "rate_limited")["metadata"]["error"]["message"]
+            )
+            other = client.post(
+                "/summary_task_memory",
+                json={"workspace_id": "ws_b", "trajectories": [trajectory], "async": True},
+                headers=bob,
+            )
+            assert other.status_code == 202, other.text
