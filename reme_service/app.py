@@ -24,6 +24,7 @@ from reme_service.audit.trail import AuditTrail
 from reme_service.auth.access import Access
 from reme_service.auth.caller import Caller, caller_now
 from reme_service.auth.policy import RequestScope, resolve_flow
+from reme_service.auth.shares import FairLane, KeyShares
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.loader import load_config, read_env
 from reme_service.config.models import AppConfig
@@ -108,6 +109,8 @@ class ReMeApp:
         self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host(), keyring=self.state.keyring)
         self.audit_log = self.state.audit_log
         self.history = self.state.history
+        #: what each key holds at once, in this process (the HTTP edge's per-key shares, `auth/shares.py`)
+        self.shares = KeyShares(self.config.auth.per_key, retry_after=self.config.http.retry_after)
         self.metrics = Metrics()
         self.events = EventBus(self.config.events, self.data_dir / "events")
         self.audit = AuditRecorder(
@@ -198,7 +201,9 @@ class ReMeApp:
             return
         cfg = self.config
         data_dir = self.data_dir
-        services = Services(config=cfg, file_roots=self.file_roots, history=self.history)
+        # client regexes share the lane's threads fairly between keys (`auth/shares.py`)
+        lane = FairLane("reme-regex", 2, cfg.auth.per_key, retry_after=cfg.http.retry_after)
+        services = Services(config=cfg, file_roots=self.file_roots, history=self.history, regex_lane=lane)
         self._check_prompts(services)
         # every client the app builds is wrapped from the outside: LLMs and embedders metered
         # (`providers/metered.py`), stores metered, size-bounded and audited (`storage/guarded.py`)

@@ -9,12 +9,17 @@ retrieval_speed.py), then measures, each beside the same figure on a quiet serve
    (`(a|a)+$` on a line of `--bomb-length` a's and a '!'), and how that request ends (status and seconds);
 3. `retrieve_task_memory` p50/p99 on workspace B while a `--load-size` memory library loads into workspace A;
 4. the server's open file descriptors (from /proc) after `--workspaces` new workspaces got one memory each, and
-   how many of those writes failed.
+   how many of those writes failed;
+5. the attacks of issue #37 (`hostile_clients.py`), each beside `/health` p99 and, on a server with keys, another
+   key's `retrieve_task_memory` p99: `--trickle` keyless trickled bodies, `--huge` keyless 30 MiB bodies at once
+   (to `POST /health` and to a flow; the RSS growth), key A holding `--streams` MCP streams, event streams and
+   long polls, key A's `--bombs` regex bombs (and key B's grep meanwhile), key A's trickled bodies.
 
 Every request is loopback only, bounded in count and time, and the script stops by itself.
 
     .venv/bin/python cookbook/bench/abuse.py
     .venv/bin/python cookbook/bench/abuse.py --idle 300 --load-size 10000 --workspaces 2000 --json out.json
+    .venv/bin/python cookbook/bench/abuse.py --only-hostile --trickle 1100 --huge 30 --streams 300 --bombs 60
 """
 
 from __future__ import annotations
@@ -241,6 +246,8 @@ def print_rows(rows: Sequence[dict[str, Any]], workspaces: dict[str, Any]) -> No
             f"{row['scenario']:48} {row['requests']:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['max_ms']:>9} "
             f"{row['failures']:>5}  {row['note']}"
         )
+    if not workspaces:
+        return
     print()
     print(
         f"{workspaces['workspaces']:,} new workspaces, one memory each: {workspaces['failed_writes']} failed writes; "
@@ -258,6 +265,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load-size", type=rs.positive_int, default=10_000, help="library loaded meanwhile")
     parser.add_argument("--workspaces", type=rs.positive_int, default=2_000, help="new workspaces to write")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--trickle", type=int, default=1_100, help="keyless trickled bodies (1,100; 0: skip #37)")
+    parser.add_argument("--huge", type=int, default=30, help="keyless 30 MiB bodies at once (30)")
+    parser.add_argument("--streams", type=int, default=300, help="streams / long polls key A holds (300)")
+    parser.add_argument("--bombs", type=int, default=60, help="regex bombs key A sends at once (60)")
+    parser.add_argument("--hostile-seconds", type=float, default=10.0, help="probing time per attack (10)")
+    parser.add_argument("--only-hostile", action="store_true", help="run only the attacks of #37")
     parser.add_argument("--python", default=sys.executable, help="the Python that runs the service")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument("overrides", nargs="*", help="extra key=value settings for the service")
@@ -267,6 +280,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = ["embedding_model.default.backend=hash", "vector_store.default.backend=local", *args.overrides]
+    figures: list[Figure] = []
+    workspaces: dict[str, Any] = {}
+    if not args.only_hostile:
+        figures, workspaces = classic(args, overrides)
+    if args.trickle:
+        import hostile_clients  # noqa: PLC0415  (it imports this module)
+
+        figures += hostile_clients.run_all(args, overrides)
+    rows = [figure.row() for figure in figures]
+    print_rows(rows, workspaces)
+    if args.json:
+        args.json.write_text(json.dumps({"scenarios": rows, "workspaces": workspaces}, indent=2), encoding="utf-8")
+    failed = any(figure.failures for figure in figures) or workspaces.get("failed_writes", 0) > 0
+    return 1 if failed else 0
+
+
+def classic(args: argparse.Namespace, overrides: list[str]) -> tuple[list[Figure], dict[str, Any]]:
+    """Scenarios 1-4 of the module doc."""
     with (
         tempfile.TemporaryDirectory(prefix="reme-abuse-") as tmp,
         rs.running_server(args.python, Path(tmp), overrides, timeout=120) as server,
@@ -280,12 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures.extend(query_during_load(server, args.load_size, args.seed))
         print(f"{args.workspaces:,} workspaces ...", flush=True)
         workspaces = many_workspaces(server, args.workspaces)
-    rows = [figure.row() for figure in figures]
-    print_rows(rows, workspaces)
-    if args.json:
-        args.json.write_text(json.dumps({"scenarios": rows, "workspaces": workspaces}, indent=2), encoding="utf-8")
-    failed = any(figure.failures for figure in figures) or workspaces["failed_writes"] > 0
-    return 1 if failed else 0
+    return figures, workspaces
 
 
 if __name__ == "__main__":

@@ -41,6 +41,11 @@ class HttpConfig(_Strict):
     )
     max_header_bytes: int = Field(default=64 * 1024, ge=1024, description="a larger request head gets 431")
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger request body gets 413")
+    body_budget_bytes: int = Field(
+        default=128 * 1024 * 1024,
+        ge=0,
+        description="request-body bytes buffered at once over every connection; past it a body gets 503",
+    )
     offload_bytes: int = Field(
         default=256 * 1024, ge=0, description="a larger request body is parsed, validated and answered off the loop"
     )
@@ -256,6 +261,21 @@ class LifecycleConfig(LifecycleSettings):
         return LifecycleSettings(**{**base, **(own.model_dump(exclude_unset=True) if own else {})})
 
 
+class PerKeyConfig(_Strict):
+    """What one API key may hold at once (`auth/shares.py`); every keyless (loopback, open mode) client counts as
+    one key. Past a bound the request is 429 `rate_limited` with Retry-After; the other keys keep theirs."""
+
+    requests: int = Field(
+        default=64, ge=1, description="requests under way, uploads included (of http.limit_concurrency)"
+    )
+    long_polls: int = Field(default=16, ge=1, description="GET /jobs/{id}?wait= long polls open at once")
+    streams: int = Field(default=16, ge=1, description="MCP SSE streams open at once (GET /sse)")
+    events: int = Field(default=16, ge=1, description="GET /events streams open at once (of events.max_streams)")
+    regex: int = Field(default=1, ge=1, description="regex-lane threads (grep, time parsing) one key uses at once")
+    regex_waiting: int = Field(default=16, ge=0, description="regex calls of one key waiting for its lane share")
+    jobs: int = Field(default=256, ge=1, description="queued jobs (of jobs.max_queued)")
+
+
 class AuthConfig(_Strict):
     """API keys (see docs/security.md). `auto`: keys are required when the service listens on anything but
     loopback, or as soon as the key file holds a key (a revoked one too: revoking the last key does not open the
@@ -265,6 +285,7 @@ class AuthConfig(_Strict):
     keys_file: str = Field(default="", description="empty = <data_dir>/auth/keys.json; share one between processes")
     reload_seconds: float = Field(default=1.0, gt=0, le=60, description="how often the key file is checked")
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
+    per_key: PerKeyConfig = Field(default_factory=PerKeyConfig)
 
 
 class JobsConfig(_Strict):

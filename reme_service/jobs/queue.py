@@ -203,6 +203,11 @@ class JobQueue:
             raise ConflictError("this Idempotency-Key was used with another request; use a new key for a new request")
         return known
 
+    def queued_of(self, key_id: str | None) -> int:
+        """Jobs of the key `key_id` (None: keyless callers) waiting in this process's queue (a per-key share,
+        `auth.per_key.jobs`)."""
+        return sum(1 for job_id in self._waiting if (job := self._jobs.get(job_id)) and job.caller.key_id == key_id)
+
     def known(self, job_id: str) -> Job | None:
         """The job as this process last saw it (no file read)."""
         return self._jobs.get(job_id)

@@ -5,7 +5,8 @@ request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the ca
 `auth.caller.current_caller` for the rest of the request (read once, `auth.caller.caller_now`, into the request's
 `auth.policy.RequestScope`, which checks the workspace and the scope against it), or the request is answered at
 once: 401 with `WWW-Authenticate: Bearer`, 429 with
-`Retry-After`, in the error envelope. Health, the OpenAPI document and its pages stay open: they say nothing
+`Retry-After`, in the error envelope, with `connection: close` when the request announced a body: nothing of it is
+read before its key is known. Health, the OpenAPI document and its pages stay open: they say nothing
 private; so do the memory browser's static files (`/ui`: no data, the page asks for the key).
 """
 
@@ -17,13 +18,18 @@ from reme_service.auth.access import Access
 from reme_service.auth.caller import current_caller
 from reme_service.auth.credentials import presented_key
 from reme_service.errors import RateLimitedError, ReMeError, UnauthorizedError
-from reme_service.server.envelope import request_id_from, send_envelope
+from reme_service.server.envelope import declares_body, request_id_from, send_envelope
 from reme_service.server.ui import UI_PATHS
 
 OPEN_PATHS = frozenset(
     {"/health", "/health/live", "/health/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", *UI_PATHS}
 )
 OPEN_PREFIXES = ("/docs/static/",)  # the docs pages' scripts and styles
+
+
+def is_open_path(path: str) -> bool:
+    """Whether `path` is served without a key (health, docs, the UI's static files)."""
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
 class AuthGate:
@@ -33,12 +39,7 @@ class AuthGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
-        if (
-            scope["type"] != "http"
-            or path in OPEN_PATHS
-            or path.startswith(OPEN_PREFIXES)
-            or scope.get("method") == "OPTIONS"
-        ):
+        if scope["type"] != "http" or is_open_path(path) or scope.get("method") == "OPTIONS":
             await self.app(scope, receive, send)
             return
         try:
@@ -57,5 +58,7 @@ class AuthGate:
         """Answer with `error` in the failure envelope (401 with `WWW-Authenticate`, 429 with `Retry-After`)."""
         retry_after = error.retry_after if isinstance(error, RateLimitedError) else None
         challenge = [(b"www-authenticate", b'Bearer realm="reme"')] if isinstance(error, UnauthorizedError) else None
-        request_id = request_id_from(scope.get("headers", ()))
-        await send_envelope(send, error, request_id, retry_after=retry_after, extra=challenge)
+        headers = scope.get("headers", ())
+        request_id = request_id_from(headers)
+        close = declares_body(headers)  # the body is not read: the connection ends with the answer
+        await send_envelope(send, error, request_id, retry_after=retry_after, extra=challenge, close=close)

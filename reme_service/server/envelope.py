@@ -42,6 +42,16 @@ def request_id_of(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, bool]:
     return uuid.uuid4().hex[:16], present
 
 
+def declares_body(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a request's head announces a body (`Content-Length` above 0, or any `Transfer-Encoding`): a refusal
+    that leaves it unread closes the connection (`connection: close`) rather than read it to find the next request."""
+    for name, value in headers:
+        name = name.lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
+
+
 def envelope_response(
     error: ReMeError, request_id: str, *, retry_after: int | None = None, close: bool = False
 ) -> tuple[int, Headers, bytes]:

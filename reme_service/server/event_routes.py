@@ -11,7 +11,8 @@ before every event it sends, and once the key is revoked, removed, changed or ca
 
 A stream lasts as long as its reader, so streams do not count against `http.limit_concurrency` (they would take
 the slots of the requests that do work): they have their own cap, `events.max_streams`, past which a new one is a
-503 `overloaded` (checked before subscribing; streams opening at the same moment may pass it together).
+503 `overloaded` (checked before subscribing; streams opening at the same moment may pass it together); one key
+holds at most `auth.per_key.events` of them (`server/guard.py`, a 429 past it).
 """
 
 from __future__ import annotations

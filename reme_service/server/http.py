@@ -27,7 +27,7 @@ from starlette.types import Scope
 from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.concurrency import holds_many, off_loop_if
-from reme_service.errors import OverloadedError, ReMeError
+from reme_service.errors import OverloadedError, RateLimitedError, ReMeError
 from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 from reme_service.observe.request_info import current_request
@@ -89,15 +89,23 @@ def _flow_endpoint(
         large_request = len(raw) > offload_bytes
         status, payload = await app.run_validated(runner, body, request_id, offload=large_request)
         large = large_request or holds_many(payload.get("answer"), payload.get("metadata"))
+        headers = {"x-request-id": request_id, **_retry_after(status, payload)}
         held = [payload, body, raw]
         del payload, body, raw
         content = await off_loop_if(large, _encode_releasing, held, large)
-        return Response(
-            content, status_code=status, media_type="application/json", headers={"x-request-id": request_id}
-        )
+        return Response(content, status_code=status, media_type="application/json", headers=headers)
 
     endpoint.__name__ = runner.name
     return endpoint
+
+
+def _retry_after(status: int, payload: dict[str, Any]) -> dict[str, str]:
+    """The `Retry-After` header of a flow's 429 (a key at its share of the regex lane, `auth/shares.py`)."""
+    if status != 429:
+        return {}
+    error = (payload.get("metadata") or {}).get("error") or {}
+    seconds = (error.get("details") or {}).get("retry_after")
+    return {"retry-after": str(seconds)} if isinstance(seconds, int) else {}
 
 
 def _encode_releasing(held: list[Any], large: bool = True) -> bytes:
@@ -164,8 +172,12 @@ def _install_middleware(api: FastAPI, app: ReMeApp) -> None:
             body_timeout=http.body_timeout,
             body_min_rate=http.body_min_rate,
             limit_concurrency=http.limit_concurrency,
+            body_budget_bytes=http.body_budget_bytes,
             retry_after=http.retry_after,
         ),
+        routes=api.router.routes,  # the same list: routes added below are checked too
+        flows=list(app.flows),
+        shares=app.shares,
     )
     api.add_middleware(AuthGate, access=app.access)  # outside EdgeGuard: a request without a key is not read
     if http.cors_origins:
@@ -225,6 +237,8 @@ def create_http_app(app: ReMeApp, *, manage_lifecycle: bool = True) -> FastAPI:
 
     @api.exception_handler(ReMeError)
     async def remex_handler(request: Request, exc: ReMeError) -> Response:
+        if isinstance(exc, RateLimitedError):  # a key at its share (auth/shares.py)
+            return error_response(exc, request, {"retry-after": str(exc.retry_after)})
         return error_response(exc, request, retry_after if isinstance(exc, OverloadedError) else None)
 
     @api.exception_handler(Exception)

@@ -104,6 +104,19 @@ def short_detail(errors: Iterable[Any]) -> list[Any]:
     return detail
 
 
+def no_route(method: str, path: str, flows: Iterable[str]) -> NotFoundError:
+    """The 404 of a path no route serves (a POST of one name: an unknown flow, the flows listed)."""
+    name = path.strip("/")
+    if method == "POST" and name and "/" not in name:
+        return NotFoundError(f"unknown flow {name!r}; available: {', '.join(sorted(flows))}")
+    return NotFoundError(f"no route {method} {path}; flows are POST /<flow>, health is GET /health")
+
+
+def wrong_method(method: str, path: str, allowed: str) -> MethodNotAllowedError:
+    """The 405 of a served path asked with a method it does not take (`allowed`: the `Allow` header's value)."""
+    return MethodNotAllowedError(f"method {method} not allowed on {path}; use {allowed or 'another method'}")
+
+
 def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
     flows = sorted(flow_names)
 
@@ -122,16 +135,10 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
     async def http_exception_handler(request: Request, exc: StarletteHTTPException) -> Response:
         path = request.url.path
         if exc.status_code == 404:
-            name = path.strip("/")
-            if request.method == "POST" and name and "/" not in name:
-                message = f"unknown flow {name!r}; available: {', '.join(flows)}"
-            else:
-                message = f"no route {request.method} {path}; flows are POST /<flow>, health is GET /health"
-            return error_response(NotFoundError(message), request)
+            return error_response(no_route(request.method, path, flows), request)
         if exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")
-            message = f"method {request.method} not allowed on {path}; use {allowed or 'another method'}"
-            return error_response(MethodNotAllowedError(message), request, exc.headers)
+            return error_response(wrong_method(request.method, path, allowed), request, exc.headers)
         code = _CODES.get(exc.status_code, "internal_error" if exc.status_code >= 500 else "invalid_request")
         error = HTTPStatusError(str(exc.detail), status=exc.status_code, code=code)
         return error_response(error, request, exc.headers)

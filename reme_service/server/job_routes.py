@@ -3,7 +3,8 @@
 
 A job is visible only to callers whose key covers its workspace; to others it does not exist (404), so job ids
 say nothing about other workspaces. The `Idempotency-Key` header (1-255 printable characters) makes a retried
-submission return the job of the first one.
+submission return the job of the first one. A key may have `auth.per_key.jobs` jobs queued at once; past it a
+submission is 429 with Retry-After (a replay of a known Idempotency-Key too).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from reme_service import json_pieces
 from reme_service.app import ReMeApp
 from reme_service.auth.caller import caller_now
 from reme_service.auth.policy import visible
+from reme_service.auth.shares import share_refused
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.models import FlowConfig
 from reme_service.errors import InvalidRequestError, NotFoundError
@@ -49,6 +51,10 @@ def runs_as_job(flow: FlowConfig, body: BaseModel) -> bool:
 async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: BaseModel, request: Request) -> Response:
     """Queue the validated `body` as a job and answer 202 (200 when the Idempotency-Key names a known job)."""
     idempotency_key = _idempotency_key(request)
+    caller = caller_now()
+    bound = app.config.auth.per_key.jobs
+    if app.jobs.queue.queued_of(caller.key_id) >= bound:  # one key's backlog does not take every key's queue
+        raise share_refused("queued jobs", bound, "auth.per_key.jobs", app.shares.retry_after)
     job, known = await app.jobs.submit(runner, body, app.request_scope(runner, body), idempotency_key=idempotency_key)
     envelope = {
         "answer": "",

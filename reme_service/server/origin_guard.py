@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reme_service.auth.access import is_loopback
 from reme_service.errors import CrossOriginError, MisdirectedRequestError, ReMeError
-from reme_service.server.envelope import request_id_from, send_envelope
+from reme_service.server.envelope import declares_body, request_id_from, send_envelope
 
 logger = logging.getLogger("reme_service.http")
 
@@ -134,7 +134,8 @@ class OriginGuard:
         if error is None:
             await self.app(scope, receive, send)
             return
-        await send_envelope(send, error, request_id_from(scope.get("headers", ())))
+        headers = scope.get("headers", ())
+        await send_envelope(send, error, request_id_from(headers), close=declares_body(headers))
 
     def _check(self, scope: Scope) -> ReMeError | None:
         host = origin = fetch_site = None

@@ -15,9 +15,14 @@ answer 503 to everyone. This subclass adds, per connection:
   envelope, not uvicorn's plain text; a refusal (400 or 431) on a connection with requests still under way is
   written, and the connection closed, only after their answers, so a request that ran is never left unanswered;
   meanwhile nothing more is read from the connection;
+- **no body read after the answer**: a request answered before its body was all read (a refusal from its head:
+  401, 404, 405, 413, 429, ...) ends its connection with the answer, rather than the rest of the body being read
+  and thrown away to find the next request;
 - a **connection cap**: past `max_connections` open connections, a new one evicts the connection that has been
-  waiting longest for a request head (idle keep-alive or half-sent head); when every connection is busy the new
-  one gets 503 `overloaded` and is closed. Idle sockets therefore never starve clients that send requests.
+  waiting longest for a request head (idle keep-alive or half-sent head); when there is none, the slowest upload
+  (a request whose body is still arriving: least bytes a second, then the oldest) is answered 408 and closed; only
+  when every connection has a complete request under way does the new one get 503 `overloaded`. Idle sockets and
+  trickled bodies therefore never starve clients that send requests.
 
 Requests in flight are limited separately, in the ASGI layer (`reme_service.server.guard`).
 
@@ -40,12 +45,20 @@ from typing import Any, ClassVar
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from reme_service.errors import ConfigError, HeaderTooLargeError, InvalidRequestError, OverloadedError, ReMeError
+from reme_service.errors import (
+    ConfigError,
+    HeaderTooLargeError,
+    InvalidRequestError,
+    OverloadedError,
+    ReMeError,
+    RequestTimeoutError,
+)
 from reme_service.server.envelope import raw_response
 
 logger = logging.getLogger("reme_service.http")
 
 
+UPLOAD_RATE_SECONDS = 1.0  # an upload's rate is measured over at least this (a fresh one is not judged by one read)
 CHUNK_FRAMING = 32  # bytes of a chunk-size line and its CRLFs that are not counted against the head limit
 
 SUPPORTED_UVICORN = ((0, 54), (0, 55))  # [lowest, first unsupported) (major, minor); pyproject.toml pins the same
@@ -129,6 +142,8 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._chunks = 0  # chunks of the open request
         self._trailer_bytes = 0  # trailer lines of the open request, as the parser passed them on
         self._read_body = 0  # body bytes the parser passed on from the current read
+        self.body_since: float | None = None  # monotonic time the open request's head completed, its body to come
+        self.body_bytes = 0  # body bytes of that request received so far
 
     # -- connection lifecycle ----------------------------------------------------------------------------
 
@@ -185,6 +200,7 @@ class EdgeHttpProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._read_body += len(body)
+        self.body_bytes += len(body)
         super().on_body(body)
 
     def on_headers_complete(self) -> None:
@@ -201,10 +217,13 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         if self.cycle is not before:
             self._answers_owed += 1
+        self.body_since = time.monotonic()  # until the message completes (at once for a request without a body)
+        self.body_bytes = 0
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._message_open = False  # (its counts are reset when the next request begins)
+        self.body_since = None
 
     def on_response_complete(self) -> None:
         self._answers_owed = max(self._answers_owed - 1, 0)
@@ -212,6 +231,9 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         if self._refusal is not None and self._answers_owed == 0 and not self.transport.is_closing():
             self.transport.write(self._refusal)
             self.transport.close()
+        elif self._under_way() and self.cycle is not None and self.cycle.response_complete:
+            if not self.transport.is_closing():  # answered with its body unread: not read to find the next request
+                self.transport.close()
         elif not self.pipeline and not self.transport.is_closing():
             self.waiting_since = time.monotonic()  # idle keep-alive: uvicorn's keep-alive timer closes it
 
@@ -276,17 +298,51 @@ class EdgeHttpProtocol(HttpToolsProtocol):
 
     # -- connection cap --------------------------------------------------------------------------------------
 
+    def uploading(self) -> bool:
+        """Whether a request's head is complete and its body still arriving, with nothing answered yet."""
+        cycle = self.cycle
+        return (
+            self.body_since is not None
+            and self._message_open
+            and cycle is not None
+            and not cycle.response_started
+            and not self.transport.is_closing()
+        )
+
+    def upload_rate(self, now: float) -> float:
+        """Body bytes a second the open request has sent (over at least its first second)."""
+        return self.body_bytes / max(now - (self.body_since or now), UPLOAD_RATE_SECONDS)
+
+    def evict(self, error: ReMeError) -> None:
+        """Answer the open request `error` (its body unread) and close: the request is dropped (its handler sees
+        the client gone)."""
+        self._cancel_head_timer()
+        self.transport.write(raw_response(error))
+        self.transport.close()
+
     def _make_room(self) -> None:
-        """Over the cap: close the connection waiting longest for a request head, or else this new one."""
-        waiting = [
-            conn
-            for conn in self.connections
-            if isinstance(conn, EdgeHttpProtocol) and conn is not self and conn.waiting_since is not None
-        ]
+        """Over the cap: close the connection waiting longest for a request head, or else the slowest upload, or
+        else this new one."""
+        others = [conn for conn in self.connections if isinstance(conn, EdgeHttpProtocol) and conn is not self]
+        waiting = [conn for conn in others if conn.waiting_since is not None]
         if waiting:
             oldest = min(waiting, key=lambda conn: conn.waiting_since or 0.0)
             logger.debug("connection cap %d reached: closing idle %s", self.max_connections, oldest.client)
             oldest.transport.close()
+            return
+        uploading = [conn for conn in others if conn.uploading()]
+        if uploading:
+            now = time.monotonic()
+            slowest = min(uploading, key=lambda conn: (conn.upload_rate(now), conn.body_since or 0.0))
+            logger.info(
+                "connection cap %d reached: evicting the slowest upload %s", self.max_connections, slowest.client
+            )
+            slowest.evict(
+                RequestTimeoutError(
+                    f"request body too slow ({slowest.upload_rate(now):.0f} bytes/s): its connection was closed "
+                    f"for a new one at the connection cap (http.max_connections {self.max_connections})"
+                )
+            )
             return
         logger.warning("connection cap %d reached and every connection is busy: refusing", self.max_connections)
         error = OverloadedError("the server is at its connection limit; retry shortly")
