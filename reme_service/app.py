@@ -121,7 +121,15 @@ class ReMeApp:
             history=self.history,
             log=self.audit_log,
         )
-        self.jobs = FlowJobs(jobs, JobFiles(jobs_dir), self.flows, self.run_validated, self.events)
+        self.jobs = FlowJobs(
+            jobs,
+            JobFiles(jobs_dir),
+            self.flows,
+            self.run_validated,
+            self.events,
+            stands=self.access.still_valid,  # a job runs with the rights its key has now (revoked: cancelled)
+            recheck_seconds=self.access.recheck_seconds,
+        )
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -195,7 +203,9 @@ class ReMeApp:
             return
         cfg = self.config
         data_dir = self.data_dir
-        services = Services(config=cfg, file_roots=self.file_roots, history=self.history)
+        services = Services(
+            config=cfg, file_roots=self.file_roots, history=self.history, erase_jobs=self.jobs.queue.erase_workspace
+        )
         self._check_prompts(services)
         # every client the app builds is wrapped from the outside: LLMs and embedders metered
         # (`providers/metered.py`), stores metered, size-bounded and audited (`storage/guarded.py`)
