@@ -150,6 +150,7 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+@pytest.mark.slow  # a supervisor and its two workers start against PostgreSQL: ~30 s on a quiet 2-core machine
 def test_workers_die_with_their_supervisor_and_a_second_start_is_refused(tmp_path: Path, pg_dsn: str) -> None:
     """kill -9 of the supervisor takes its workers with it (PR_SET_PDEATHSIG, and the parent pipe), freeing the
     port; while they serve, a second start on their port is refused with one line."""
@@ -171,7 +172,7 @@ def test_workers_die_with_their_supervisor_and_a_second_start_is_refused(tmp_pat
         until_sync(lambda: len(children_of(parent.pid)) == 2, limit=30)
         workers = children_of(parent.pid)
         second = subprocess.run(
-            [sys.executable, "-m", "reme_service", *args], env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "reme_service", *args], env=env, capture_output=True, text=True, timeout=60
         )
         assert second.returncode == 2
         assert second.stderr.strip().count("\n") == 0 and "cannot listen on" in second.stderr, second.stderr
