@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from reme_service.errors import (
     HTTPStatusError,
@@ -129,9 +130,25 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
                 message = f"no route {request.method} {path}; flows are POST /<flow>, health is GET /health"
             return error_response(NotFoundError(message), request)
         if exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+            allowed = _allowed_methods(api, request) or (exc.headers or {}).get("Allow", "")
             message = f"method {request.method} not allowed on {path}; use {allowed or 'another method'}"
-            return error_response(MethodNotAllowedError(message), request, exc.headers)
+            headers = {**(exc.headers or {}), "Allow": allowed} if allowed else exc.headers
+            return error_response(MethodNotAllowedError(message), request, headers)
         code = _CODES.get(exc.status_code, "internal_error" if exc.status_code >= 500 else "invalid_request")
         error = HTTPStatusError(str(exc.detail), status=exc.status_code, code=code)
         return error_response(error, request, exc.headers)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(api: FastAPI, request: Request) -> str:
+    """Every method some route serves at the request's path, as an `Allow` value (each asked of the router as a
+    request with that method would be): Starlette names only the first route whose path matches, and
+    `GET /workspaces/{id}/memories/{mid}` hid its PATCH and DELETE."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in api.router.routes):
+            allowed.append(method)
+    return ", ".join(allowed)
