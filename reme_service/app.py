@@ -120,7 +120,15 @@ class ReMeApp:
             history=self.history,
             log=self.audit_log,
         )
-        self.jobs = FlowJobs(self.config.jobs, self.state.jobs, self.flows, self.run_validated, self.events)
+        self.jobs = FlowJobs(
+            self.config.jobs,
+            self.state.jobs,
+            self.flows,
+            self.run_validated,
+            self.events,
+            stands=self.access.still_valid,  # a job runs with the rights its key has now (revoked: cancelled)
+            recheck_seconds=self.access.recheck_seconds,
+        )
         self.services: Services | None = None
         self._context_factory: ServiceContextFactory | None = None
         self._started = False
@@ -203,7 +211,13 @@ class ReMeApp:
         data_dir = self.data_dir
         # client regexes share the lane's threads fairly between keys (`auth/shares.py`)
         lane = FairLane("reme-regex", 2, cfg.auth.per_key, retry_after=cfg.http.retry_after)
-        services = Services(config=cfg, file_roots=self.file_roots, history=self.history, regex_lane=lane)
+        services = Services(
+            config=cfg,
+            file_roots=self.file_roots,
+            history=self.history,
+            regex_lane=lane,
+            erase_jobs=self.jobs.queue.erase_workspace,
+        )
         self._check_prompts(services)
         # every client the app builds is wrapped from the outside: LLMs and embedders metered
         # (`providers/metered.py`), stores metered, size-bounded and audited (`storage/guarded.py`)

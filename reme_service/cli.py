@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from reme_service.server.protocol import require_supported_uvicorn
     from reme_service.server.run import listen, run_http
-    from reme_service.server.workers import Supervisor, is_worker, require_shared_stores
+    from reme_service.server.workers import Supervisor, die_with_parent, is_worker, require_shared_stores
 
     http = app.config.http
     worker = is_worker()  # one of `http.workers`: its parent checked the port and said what it serves
@@ -72,10 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_supported_uvicorn()  # before anything says "starting": the HTTP edge needs the tested uvicorn
         if not worker:
             require_shared_stores(app.config)
-        sock = listen(http.host, http.port, reuse_port=worker or http.workers > 1)
+        # only a worker shares the port: a supervisor's check binds it alone, so orphans still serving it refuse it
+        sock = listen(http.host, http.port, reuse_port=worker)
     except ConfigError as exc:
         sys.stderr.write(f"reme: {exc.message}\n")
         return 2
+    if worker and not die_with_parent():
+        return 1  # its supervisor died while it started
     if not worker:
         mcp_note = " and MCP at /mcp, /sse" if app.config.mcp.mount else ""
         processes = f" in {http.workers} processes" if http.workers > 1 else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,6 +30,9 @@ class Services:
     config: AppConfig
     file_roots: FileRoots  # where vector_store dump/load may read and write (`file_roots.py`)
     history: HistoryStore | None = None  # every memory's history (`history/`); None when `history.enabled` is off
+    #: strips a deleted workspace's background jobs of their requests and results, returns how many (the app's
+    #: `jobs.queue.JobQueue.erase_workspace`; None where there are no jobs)
+    erase_jobs: Callable[[str], Awaitable[int]] | None = None
     llms: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, EmbeddingClient] = field(default_factory=dict)
     stores: dict[str, GuardedStore] = field(default_factory=dict)

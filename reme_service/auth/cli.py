@@ -36,6 +36,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the options that take a value: the argument after one is its value, even when it holds "=" (`--workspace a=b`)
+_VALUED = ("--workspace", "--scope", "--name")
+
+
+def _split(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(config args, the options and their values): `NAME=VALUE` is a config arg unless it is an option's value."""
+    config_args: list[str] = []
+    options: list[str] = []
+    value_next = False
+    for arg in args:
+        if value_next or "=" not in arg or arg.startswith("-"):
+            options.append(arg)
+            value_next = not value_next and arg in _VALUED
+        else:
+            config_args.append(arg)
+    return config_args, options
+
+
 def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
@@ -45,8 +63,7 @@ def main(argv: Sequence[str]) -> int:
     if not args or any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0 if args else 2
-    config_args = [a for a in args if "=" in a and not a.startswith("-")]
-    options = [a for a in args if a not in config_args]
+    config_args, options = _split(args)
     try:
         parsed = _parser().parse_args(options)
     except SystemExit:

@@ -4,6 +4,12 @@
   is never lost nor half-recorded, whatever stops the process;
 - `<job_id>.lock`: held (`flock`) by the process running the job, for as long as it runs: a job runs in one
   process at a time, and a lock nobody holds means nobody runs it (the kernel drops a dead process's locks);
+- `<job_id>.cancel`: the job was cancelled (its key revoked, its workspace erased) while it ran or waited: the
+  process running it stops at its next write, and every later save of the job, by any process, writes it
+  cancelled and scrubbed instead (`save`, under `state.lock`, so a save that began before the cancellation cannot
+  put the request or result back);
+- `<job_id>.writing`: the job began its first store write (the step marker): a job interrupted after it is not
+  run again, so its writes happen once (`began_writing`);
 - `keys/<hash>`: which job an Idempotency-Key of an API key named, written whole and then linked to its name (a
   link fails when the name exists), so two processes or threads given the same key agree on one job.
 """
@@ -16,20 +22,32 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from reme_service.durable import TMP_SUFFIX, atomic_write, fsync_path
+from reme_service.durable import TMP_SUFFIX, atomic_write, exclusive_lock, fsync_path
 from reme_service.jobs.record import Job
 
 logger = logging.getLogger("reme_service.jobs")
 SUFFIX = ".json"
 LOCK_SUFFIX = ".lock"
+CANCEL_SUFFIX = ".cancel"
+WRITING_SUFFIX = ".writing"
+STATE_LOCK = "state.lock"
 STALE_TMP_SECONDS = 3600.0
 
 
 def key_digest(key_id: str | None, idempotency_key: str) -> str:
     return hashlib.sha256(f"{key_id or ''}\0{idempotency_key}".encode()).hexdigest()
+
+
+class Cancellation(BaseModel):
+    """Why a job was cancelled, and the answer its record then holds (an error envelope without request text)."""
+
+    reason: str
+    http_status: int | None = None
+    result: dict[str, Any] | None = None
 
 
 class JobFiles:
@@ -42,12 +60,82 @@ class JobFiles:
     def _path(self, job_id: str) -> Path:
         return self.folder / f"{job_id}{SUFFIX}"
 
-    def save(self, job: Job) -> int:
-        """Write the job's file (atomically, fsynced); returns its size in bytes."""
+    def save(self, job: Job) -> tuple[Job, int]:
+        """Write the job's file (atomically, fsynced); returns the job as written and its size in bytes. A job
+        cancelled meanwhile (`cancel`, by any process) is written cancelled and scrubbed instead."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with exclusive_lock(self.folder / STATE_LOCK):
+            cancelled = self._cancellation(job.job_id)
+            if cancelled is not None and job.status != "cancelled":
+                job = job.cancelled(cancelled.reason, http_status=cancelled.http_status, result=cancelled.result)
+            return job, self._write(job)
+
+    def _write(self, job: Job) -> int:
         data = job.model_dump_json().encode()
         atomic_write(self._path(job.job_id), [data])
         return len(data)
+
+    def _cancellation(self, job_id: str) -> Cancellation | None:
+        try:
+            return Cancellation.model_validate_json(self.folder.joinpath(f"{job_id}{CANCEL_SUFFIX}").read_bytes())
+        except (FileNotFoundError, ValidationError, ValueError):
+            return None
+
+    def cancelled(self, job_id: str) -> str | None:
+        """Why the job was cancelled (one `stat` when it was not): a running job asks before each write."""
+        if not self.folder.joinpath(f"{job_id}{CANCEL_SUFFIX}").exists():
+            return None
+        found = self._cancellation(job_id)
+        return found.reason if found is not None else None
+
+    def cancel(self, job_id: str, cancellation: Cancellation, *, scrub_finished: bool = False) -> Job | None:
+        """Cancel the job unless it finished: its file is rewritten cancelled, without request nor result, and the
+        cancellation recorded so that whoever runs it stops at its next write and saves it so. With
+        `scrub_finished`, a finished job loses its request and result too (erasing its workspace). Returns the job
+        as it now is on disk (None when there is no such job)."""
+        with exclusive_lock(self.folder / STATE_LOCK):
+            job = self.load(job_id)
+            if job is None or (job.finished and not scrub_finished):
+                return job
+            if job.finished:
+                job = job.scrubbed(cancellation.reason)
+            else:
+                atomic_write(self.folder / f"{job_id}{CANCEL_SUFFIX}", [cancellation.model_dump_json().encode()])
+                job = job.cancelled(
+                    cancellation.reason, http_status=cancellation.http_status, result=cancellation.result
+                )
+            self._write(job)
+            return job
+
+    def erase_workspace(self, workspace_id: str, cancellation: Cancellation, *, skip: str | None = None) -> list[Job]:
+        """Every job of `workspace_id` but `skip`, cancelled or, when finished, scrubbed (`cancel`), and any
+        temporary file left of one by a crash removed: none of the workspace's text stays in the jobs folder.
+        Returns the jobs as they now are on disk."""
+        if not self.folder.is_dir():
+            return []
+        with exclusive_lock(self.folder / STATE_LOCK):  # no save is writing one now: a temporary file is a crash's
+            for entry in os.scandir(self.folder):
+                if entry.name.endswith(SUFFIX + TMP_SUFFIX) and _holds_workspace(Path(entry.path), workspace_id):
+                    Path(entry.path).unlink(missing_ok=True)
+        erased = []
+        for entry in os.scandir(self.folder):
+            job_id = entry.name.removesuffix(SUFFIX)
+            if not entry.name.endswith(SUFFIX) or job_id == skip:
+                continue
+            job = self.load(job_id)
+            if job is None or job.workspace_id != workspace_id or (job.reason is not None and not job.request):
+                continue
+            done = self.cancel(job_id, cancellation, scrub_finished=True)
+            if done is not None:
+                erased.append(done)
+        return erased
+
+    def mark_writing(self, job_id: str) -> None:
+        """Record, durably, that the job begins its first write (`began_writing`)."""
+        atomic_write(self.folder / f"{job_id}{WRITING_SUFFIX}", [b""])
+
+    def began_writing(self, job_id: str) -> bool:
+        return self.folder.joinpath(f"{job_id}{WRITING_SUFFIX}").exists()
 
     def size(self, job_id: str) -> int:
         try:
@@ -63,7 +151,8 @@ class JobFiles:
 
     def remove(self, job: Job) -> None:
         self._path(job.job_id).unlink(missing_ok=True)
-        self.folder.joinpath(f"{job.job_id}{LOCK_SUFFIX}").unlink(missing_ok=True)
+        for suffix in (LOCK_SUFFIX, CANCEL_SUFFIX, WRITING_SUFFIX):
+            self.folder.joinpath(f"{job.job_id}{suffix}").unlink(missing_ok=True)
         if job.idempotency_key is not None:
             (self.keys / key_digest(job.caller.key_id, job.idempotency_key)).unlink(missing_ok=True)
 
@@ -133,3 +222,11 @@ class JobFiles:
                     logger.error("job file %s is unreadable, set aside: %s", entry.name, exc)
                     os.replace(entry.path, entry.path + ".bad")
         return sorted(jobs, key=lambda job: job.queued_at)
+
+
+def _holds_workspace(path: Path, workspace_id: str) -> bool:
+    """Whether the (temporary) job file `path` is of `workspace_id`; an unreadable one is assumed to be."""
+    try:
+        return Job.model_validate_json(path.read_bytes()).workspace_id == workspace_id
+    except (OSError, ValidationError, ValueError):
+        return True

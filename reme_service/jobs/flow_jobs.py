@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from reme_service.auth.caller import current_caller
+from reme_service.auth.caller import Caller, current_caller
 from reme_service.auth.policy import RequestScope
 from reme_service.config.models import JobsConfig
 from reme_service.errors import NotFoundError, error_envelope
@@ -41,11 +41,17 @@ class FlowJobs:
         flows: Mapping[str, FlowRunner[Any]],
         run_flow: RunFlow,
         events: EventBus,
+        *,
+        stands: Callable[[Caller], bool] | None = None,
+        recheck_seconds: float = 1.0,
     ) -> None:
+        """`stands`: whether a job's submitter still has the rights it had (`auth.access.Access.still_valid`)."""
         self._flows = flows
         self._run_flow = run_flow
         self._events = events
-        self.queue = JobQueue(config, files, self._run, on_finished=self._finished)
+        self.queue = JobQueue(
+            config, files, self._run, on_finished=self._finished, stands=stands, recheck_seconds=recheck_seconds
+        )
 
     async def submit(
         self, runner: FlowRunner[Any], request: BaseModel, scope: RequestScope, *, idempotency_key: str | None

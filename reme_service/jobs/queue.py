@@ -1,9 +1,17 @@
 """`JobQueue`: accepts jobs, runs them in submission order — at most `jobs.workers` at once and
 `jobs.per_workspace` per workspace — and keeps them on disk (`files.JobFiles`) through every change of state.
 
-Restart: queued jobs run again in their order; a job that was running when the process stopped runs once more
-(the flows write memories in one store call at their end, so a second run writes them once), and fails if it is
-interrupted again. An `Idempotency-Key` is remembered per API key for `jobs.keep_hours`: the same key with the same
+Restart: queued jobs run again in their order; a job that was running when the process stopped runs once more if
+it had not begun to write (its first store write is recorded first: `JobFiles.mark_writing`), and fails if it is
+interrupted again; one interrupted after it began writing fails without running again, so its writes happen once.
+
+A job runs with the rights its key has now, not those it had when submitted: every `recheck_seconds` the jobs
+this process knows whose key no longer stands (revoked, removed, narrowed or otherwise changed: `stands`) are
+cancelled with a reason (`JobFiles.cancel`), and a running one stops at its next store write (the write gate,
+`storage.writer.write_gate`). `erase_workspace` (deleting a workspace) cancels the workspace's jobs and strips
+every one of them of its request and result.
+
+An `Idempotency-Key` is remembered per API key for `jobs.keep_hours`: the same key with the same
 body gives the same job, with another body a 409. Finished jobs are forgotten after `jobs.keep_hours`, and the
 oldest finished ones sooner when more than `jobs.max_finished` of them, or more than `jobs.max_finished_mb` of their
 files, are kept.
@@ -27,15 +35,17 @@ import re
 import uuid
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
 from reme_service.auth.caller import Caller
 from reme_service.config.models import JobsConfig
-from reme_service.errors import ConflictError, OverloadedError, ReMeError, error_envelope
-from reme_service.jobs.files import key_digest
+from reme_service.errors import ConflictError, ForbiddenError, OverloadedError, ReMeError, error_envelope
+from reme_service.jobs.files import Cancellation, key_digest
 from reme_service.jobs.record import MAX_ATTEMPTS, Job, now
 from reme_service.state.interfaces import JobStore
+from reme_service.storage.writer import write_gate
 
 logger = logging.getLogger("reme_service.jobs")
 
@@ -45,13 +55,45 @@ MAX_WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.25  # how often a long poll reads the file of a job another process runs
 ADOPT_SECONDS = 2.0  # how often a queue shared across nodes looks for jobs nobody runs (a dead node's)
 _JOB_ID = re.compile(r"job_[0-9a-f]{32}")
+REVOKED = "cancelled: the API key that submitted this job was revoked, removed or changed since"
+ERASED = "its workspace was deleted: the job's request and result were erased"
+#: the job the current task runs (so that a job erasing its own workspace does not cancel itself)
+_running_job: ContextVar[str | None] = ContextVar("running_job", default=None)
+
+
+class JobCancelledError(ConflictError):
+    """A running job reached a write after it was cancelled (its workspace erased)."""
+
+    code = "cancelled"
+
+
+def _revoked() -> Cancellation:
+    error = ForbiddenError(REVOKED)
+    return Cancellation(reason=REVOKED, http_status=error.status, result=error_envelope(error, ""))
+
+
+def _erased() -> Cancellation:
+    error = JobCancelledError(f"cancelled: {ERASED}")
+    return Cancellation(reason=ERASED, http_status=error.status, result=error_envelope(error, ""))
 
 
 class JobQueue:
     def __init__(
-        self, config: JobsConfig, files: JobStore, execute: Execute, *, on_finished: Callable[[Job], None] | None = None
+        self,
+        config: JobsConfig,
+        files: JobStore,
+        execute: Execute,
+        *,
+        on_finished: Callable[[Job], None] | None = None,
+        stands: Callable[[Caller], bool] | None = None,
+        recheck_seconds: float = 1.0,
     ) -> None:
+        """`stands(caller)`: whether the key a job was submitted with still grants what it granted then (default:
+        always); asked every `recheck_seconds` of every unfinished job, and before each of a job's writes."""
         self.config = config
+        self._stands = stands or (lambda caller: True)
+        self.recheck_seconds = recheck_seconds
+        self._checker: asyncio.Task[None] | None = None
         self.files = files
         self._execute = execute
         self._on_finished = on_finished
@@ -83,6 +125,7 @@ class JobQueue:
             logger.info("jobs: %d stored, %d to run", len(jobs), len(self._queue))
         await self._prune()
         self._pruner = asyncio.create_task(self._prune_every(), name="reme-jobs-prune")
+        self._checker = asyncio.create_task(self._recheck_every(), name="reme-jobs-recheck")
         if getattr(self.files, "shared_across_nodes", False):
             self._adopter = asyncio.create_task(self._adopt_every(), name="reme-jobs-adopt")
         self._dispatch()
@@ -121,10 +164,17 @@ class JobQueue:
             self._dispatch()
 
     async def _orphaned(self, job: Job) -> Job:
-        """A job whose process stopped while it ran: queued again, or failed when that happened twice."""
-        if job.attempts < MAX_ATTEMPTS:
+        """A job whose process stopped while it ran: queued again, or failed when that happened twice or after it
+        began writing (run again, it would write twice: new memories get new ids)."""
+        began = await asyncio.to_thread(self.files.began_writing, job.job_id)
+        if job.attempts < MAX_ATTEMPTS and not began:
             return await self._record(job, status="queued")
         message = "the job was interrupted by a restart twice; it was not run again"
+        if began:
+            message = (
+                "the job was interrupted by a restart after it began writing; it was not run again, so that nothing "
+                "is written twice: check what it wrote and resubmit what is missing"
+            )
         return await self._record(
             job, status="failed", finished_at=now(), http_status=500, result=_failure(job, message)
         )
@@ -132,14 +182,12 @@ class JobQueue:
     async def stop(self) -> None:
         """Stop running jobs (they stay `running` on disk and run again at the next start)."""
         self._stopping = True
-        helpers = [task for task in (self._pruner, self._adopter) if task is not None]
-        for helper in helpers:
-            helper.cancel()
+        helpers = [task for task in (self._pruner, self._adopter, self._checker) if task is not None]
         tasks = list(self._tasks)
-        for task in tasks:
+        for task in [*tasks, *helpers]:
             task.cancel()
         await asyncio.gather(*tasks, *helpers, return_exceptions=True)
-        self._pruner = self._adopter = None
+        self._pruner = self._adopter = self._checker = None
 
     # -- submitting and reading ---------------------------------------------------------------------------
 
@@ -170,7 +218,7 @@ class JobQueue:
             idempotency_key=idempotency_key,
             body_hash=body_hash,
         )
-        size = await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
+        job, size = await asyncio.to_thread(self.files.save, job)  # on disk before it is acknowledged
         waiting = sum(self._waiting.values())
         if self._waiting and waiting + size > self.config.max_queued_mb * 2**20:
             await asyncio.to_thread(self.files.remove, job)
@@ -283,8 +331,7 @@ class JobQueue:
     async def _record(self, job: Job, **changes: Any) -> Job:
         """The job with `changes`, on disk first, then what readers see (a state is never shown before it is
         durable: a job seen `done` cannot run again after a crash)."""
-        changed = job.model_copy(update=changes)
-        size = await asyncio.to_thread(self.files.save, changed)
+        changed, size = await asyncio.to_thread(self.files.save, job.model_copy(update=changes))
         self._remember(changed, size)
         if changed.finished and self._over_bounds():
             await self._prune(keep=changed.job_id)
@@ -300,16 +347,18 @@ class JobQueue:
             current = await asyncio.to_thread(self.files.load, job.job_id)
             if current is not None and current.status == "running":  # its process stopped
                 current = await self._orphaned(current)
+            if current is not None and current.status == "queued" and not self._stands(current.caller):
+                current = await self._cancel(current, _revoked())
             if current is None or current.status != "queued":
                 self._remember(current or job)
                 return
             self._mine.add(job.job_id)
             job = await self._record(current, status="running", started_at=now(), attempts=current.attempts + 1)
-            try:
-                status, payload = await self._execute(job)
-            except Exception as exc:  # noqa: BLE001 - a job that breaks is recorded, never lost
-                logger.exception("job %s (%s) failed unexpectedly", job.job_id, job.flow)
-                status, payload = 500, _failure(job, f"internal error ({type(exc).__name__})")
+            if job.status == "cancelled":  # cancelled by another process as it started here
+                return
+            status, payload = await self._execute_gated(job)
+            if not self._stands(job.caller):  # revoked while it ran: recorded so (`save` applies it), not failed
+                await asyncio.to_thread(self.files.cancel, job.job_id, _revoked())
             outcome = "done" if status == 200 else "failed"
             job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
             if self._on_finished is not None:
@@ -321,6 +370,65 @@ class JobQueue:
             self.files.release(fd)
             self._mine.discard(job.job_id)
             self._free_slot(job.workspace_id)
+
+    async def _execute_gated(self, job: Job) -> tuple[int, dict[str, Any]]:
+        """Run the job, each of its store writes first passing `_gate`."""
+        writing = False
+
+        async def gate() -> None:
+            nonlocal writing
+            if not self._stands(job.caller):
+                raise ForbiddenError(REVOKED)
+            if (reason := await asyncio.to_thread(self.files.cancelled, job.job_id)) is not None:
+                raise JobCancelledError(f"cancelled: {reason}")
+            if not writing:  # the step marker: interrupted from here on, the job is not run again
+                await asyncio.to_thread(self.files.mark_writing, job.job_id)
+                writing = True
+
+        gate_token, job_token = write_gate.set(gate), _running_job.set(job.job_id)
+        try:
+            return await self._execute(job)
+        except Exception as exc:  # noqa: BLE001 - a job that breaks is recorded, never lost
+            logger.exception("job %s (%s) failed unexpectedly", job.job_id, job.flow)
+            return 500, _failure(job, f"internal error ({type(exc).__name__})")
+        finally:
+            write_gate.reset(gate_token)
+            _running_job.reset(job_token)
+
+    # -- cancelling: revoked keys, erased workspaces ---------------------------------------------------------
+
+    async def _cancel(self, job: Job, cancellation: Cancellation) -> Job | None:
+        """Cancel `job` (on disk, for every process: `JobFiles.cancel`); a running one stops at its next write."""
+        cancelled = await asyncio.to_thread(self.files.cancel, job.job_id, cancellation)
+        if cancelled is not None:
+            self._remember(cancelled)
+            if job.status == "queued" and cancelled.finished and self._on_finished is not None:
+                self._on_finished(cancelled)
+        return cancelled
+
+    async def _recheck_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.recheck_seconds)
+            try:
+                await self.recheck()
+            except OSError as exc:  # a full or failing disk: tried again at the next round
+                logger.error("jobs: could not cancel the jobs of revoked keys: %s", exc)
+
+    async def recheck(self) -> int:
+        """Cancel the unfinished jobs this process knows whose key no longer stands; returns how many."""
+        revoked = [job for job in self._jobs.values() if not job.finished and not self._stands(job.caller)]
+        for job in revoked:
+            await self._cancel(job, _revoked())
+        return len(revoked)
+
+    async def erase_workspace(self, workspace_id: str) -> int:
+        """Cancel the jobs of `workspace_id` and strip all of them, finished ones too, of their request and result
+        (in every process's view: the files are the truth); the job calling this (a `delete` run as a job) is
+        left alone. Returns how many jobs were erased."""
+        erased = await asyncio.to_thread(self.files.erase_workspace, workspace_id, _erased(), skip=_running_job.get())
+        for job in erased:
+            self._remember(job)
+        return len(erased)
 
     def _free_slot(self, workspace_id: str) -> None:
         """A run of this task is over (or never began): its worker and its workspace's place go to the next."""

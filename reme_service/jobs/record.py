@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from reme_service.auth.caller import Caller
 
-JobStatus = Literal["queued", "running", "done", "failed"]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_ATTEMPTS = 2  # a job a restart interrupted runs once more; interrupted again, it fails
 
 
@@ -32,10 +32,23 @@ class Job(BaseModel):
     finished_at: datetime | None = None
     http_status: int | None = None
     result: dict[str, Any] | None = Field(default=None, description="the envelope the synchronous call returns")
+    reason: str | None = Field(
+        default=None, description="why the job was cancelled, or its request and result erased (None otherwise)"
+    )
 
     @property
     def finished(self) -> bool:
-        return self.status in ("done", "failed")
+        return self.status in ("done", "failed", "cancelled")
+
+    def cancelled(self, reason: str, *, http_status: int | None = None, result: dict[str, Any] | None = None) -> Job:
+        """This job cancelled, `reason` saying why, without its request; its answer `result` (an error envelope
+        holding no request text) with `http_status`."""
+        changes = {"request": {}, "result": result, "http_status": http_status, "reason": reason}
+        return self.model_copy(update={**changes, "status": "cancelled", "finished_at": self.finished_at or now()})
+
+    def scrubbed(self, reason: str) -> Job:
+        """This (finished) job without its request and result, `reason` saying why."""
+        return self.model_copy(update={"request": {}, "result": None, "reason": reason})
 
     def view(self) -> dict[str, Any]:
         """What `GET /jobs/{job_id}` answers (never the request body nor the key)."""
@@ -55,5 +68,6 @@ class Job(BaseModel):
             "attempts": self.attempts,
             "http_status": self.http_status,
             "result": self.result,
+            "reason": self.reason,
             "timings": timings,
         }

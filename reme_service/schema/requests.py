@@ -15,7 +15,7 @@ import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
 from reme_service.config.models import FlowConfig, InputField
@@ -87,7 +87,9 @@ _SCALARS: dict[str, Any] = {
     "string": str,
     "integer": int,
     "number": float,
-    "boolean": bool,
+    # strict: ReMe's clients send JSON booleans (`update_utility = reward == 1`); a 0, 1 or "yes" is a client bug
+    # that lax coercion hid (`"update_utility": 0` was read as false)
+    "boolean": StrictBool,
     "object": dict[str, Any],
     "any": Any,
 }
@@ -120,7 +122,7 @@ class BackgroundFlowRequest(FlowRequest):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    run_async: bool = Field(
+    run_async: StrictBool = Field(
         default=False,
         alias="async",
         description="HTTP: answer 202 at once with a job id (GET /jobs/{job_id} gives the result) instead of waiting",

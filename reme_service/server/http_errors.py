@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from reme_service.errors import (
     HTTPStatusError,
@@ -137,8 +138,24 @@ def install_error_handlers(api: FastAPI, flow_names: Iterable[str]) -> None:
         if exc.status_code == 404:
             return error_response(no_route(request.method, path, flows), request)
         if exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
-            return error_response(wrong_method(request.method, path, allowed), request, exc.headers)
+            allowed = _allowed_methods(api, request) or (exc.headers or {}).get("Allow", "")
+            headers = {**(exc.headers or {}), "Allow": allowed} if allowed else exc.headers
+            return error_response(wrong_method(request.method, path, allowed), request, headers)
         code = _CODES.get(exc.status_code, "internal_error" if exc.status_code >= 500 else "invalid_request")
         error = HTTPStatusError(str(exc.detail), status=exc.status_code, code=code)
         return error_response(error, request, exc.headers)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(api: FastAPI, request: Request) -> str:
+    """Every method some route serves at the request's path, as an `Allow` value (each asked of the router as a
+    request with that method would be): Starlette names only the first route whose path matches, and
+    `GET /workspaces/{id}/memories/{mid}` hid its PATCH and DELETE."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in api.router.routes):
+            allowed.append(method)
+    return ", ".join(allowed)

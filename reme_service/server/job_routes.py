@@ -21,7 +21,7 @@ from reme_service.auth.policy import visible
 from reme_service.auth.shares import share_refused
 from reme_service.concurrency import holds_many, off_loop_if
 from reme_service.config.models import FlowConfig
-from reme_service.errors import InvalidRequestError, NotFoundError
+from reme_service.errors import InvalidRequestError, NotFoundError, ReMeError
 from reme_service.flow.runner import FlowRunner
 from reme_service.jobs.record import Job
 from reme_service.ops.common.context import ServiceContext
@@ -49,20 +49,28 @@ def runs_as_job(flow: FlowConfig, body: BaseModel) -> bool:
 
 
 async def accept_job(app: ReMeApp, runner: FlowRunner[ServiceContext], body: BaseModel, request: Request) -> Response:
-    """Queue the validated `body` as a job and answer 202 (200 when the Idempotency-Key names a known job)."""
+    """Queue the validated `body` as a job and answer 202 (200 when the Idempotency-Key names a known job). A
+    submission refused (its workspace or scope not the key's: 403; a bad workspace id: 400; too many jobs: 503) is
+    audited as the same request sent without `"async"` would be (`AuditRecorder.flow_done`)."""
     idempotency_key = _idempotency_key(request)
+    request_id = request_id_from(request.scope.get("headers", ()))
     caller = caller_now()
-    bound = app.config.auth.per_key.jobs
-    if app.jobs.queue.queued_of(caller.key_id) >= bound:  # one key's backlog does not take every key's queue
-        raise share_refused("queued jobs", bound, "auth.per_key.jobs", app.shares.retry_after)
-    job, known = await app.jobs.submit(runner, body, app.request_scope(runner, body), idempotency_key=idempotency_key)
+    try:
+        bound = app.config.auth.per_key.jobs
+        if app.jobs.queue.queued_of(caller.key_id) >= bound:  # one key's backlog does not take every key's queue
+            raise share_refused("queued jobs", bound, "auth.per_key.jobs", app.shares.retry_after)
+        scope = app.request_scope(runner, body)
+        job, known = await app.jobs.submit(runner, body, scope, idempotency_key=idempotency_key)
+    except ReMeError as error:
+        trail = app.audit.new_trail(request_id, runner.name)
+        await app.audit.flow_done(runner.name, body, request_id, trail, error.code, caller)
+        raise
     envelope = {
         "answer": "",
         "success": True,
         "metadata": {"job_id": job.job_id, "status": job.status, "idempotent_replay": known},
         "job_id": job.job_id,
     }
-    request_id = request_id_from(request.scope.get("headers", ()))
     return json_response(
         envelope, 200 if known else 202, request_id=request_id, headers={"location": f"/jobs/{job.job_id}"}
     )

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from reme_service.audit.record import AuditRecord
 from reme_service.auth.caller import Caller
 from reme_service.history.entry import HistoryStep
+from reme_service.jobs.files import Cancellation
 from reme_service.jobs.record import Job
 
 
@@ -53,7 +54,19 @@ class JobStore(Protocol):
     `pg.jobs.PgJobStore`). `claim` returns a handle while the caller holds the job's run lock (None: another holds
     it); the lock ends with `release` or with the holder's death."""
 
-    def save(self, job: Job) -> int: ...
+    def save(self, job: Job) -> tuple[Job, int]: ...
+
+    def cancelled(self, job_id: str) -> str | None: ...
+
+    def cancel(self, job_id: str, cancellation: Cancellation, *, scrub_finished: bool = False) -> Job | None: ...
+
+    def erase_workspace(
+        self, workspace_id: str, cancellation: Cancellation, *, skip: str | None = None
+    ) -> list[Job]: ...
+
+    def mark_writing(self, job_id: str) -> None: ...
+
+    def began_writing(self, job_id: str) -> bool: ...
 
     def size(self, job_id: str) -> int: ...
 

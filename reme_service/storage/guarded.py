@@ -5,6 +5,8 @@ It answers the whole `VectorStore` contract by calling the backend it holds, and
 * **metering**: every operation counted and timed into the store's `metrics.Meter` (`observe/metered.measured`);
 * **size bounds**: `upsert` and `replace_workspace` refuse a batch holding a memory over `max_memory_bytes` with
   413 before anything is written (`storage/bounds.py`);
+* **job gate**: a write made by a background job first passes its gate (`storage.writer.write_gate`), which
+  stops a job whose key was revoked or whose workspace was erased;
 * **audit and history**: a store bound to a request's `Writer` (`bound`) records each write — `upsert`,
   `delete_ids`, `replace_workspace`, `delete_workspace` and `copy_workspace` — to the writer's audit trail, with
   the memories' history entries (`storage/audit.py`).
@@ -32,7 +34,7 @@ from reme_service.storage.audit import (
     audited_upsert,
 )
 from reme_service.storage.bounds import DEFAULT_MAX_MEMORY_BYTES, check_sizes
-from reme_service.storage.writer import Writer
+from reme_service.storage.writer import Writer, pass_write_gate
 from reme_service.stores.base import Filter, VectorStore
 from reme_service.stores.spaces import EmbeddingSpace
 from reme_service.stores.summary import WorkspaceSummary
@@ -79,6 +81,7 @@ class GuardedStore(VectorStore):
     # -- the contract: writes ------------------------------------------------------------------------------
 
     async def upsert(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        await pass_write_gate()
         self._bounded(nodes)
         inner, writer = self.inner, self.writer
         if writer is None:
@@ -87,6 +90,7 @@ class GuardedStore(VectorStore):
         return await measured(self.meter, "upsert", write)
 
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
+        await pass_write_gate()
         self._bounded(nodes)
         inner, writer = self.inner, self.writer
         if writer is None:
@@ -97,6 +101,7 @@ class GuardedStore(VectorStore):
         return await measured(self.meter, "replace_workspace", write)
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
+        await pass_write_gate()
         inner, writer = self.inner, self.writer
         if writer is None:
             return await measured(self.meter, "delete_ids", inner.delete_ids(workspace_id, ids))
@@ -104,6 +109,7 @@ class GuardedStore(VectorStore):
         return await measured(self.meter, "delete_ids", write)
 
     async def delete_workspace(self, workspace_id: str) -> bool:
+        await pass_write_gate()
         inner, writer = self.inner, self.writer
         if writer is None:
             return await measured(self.meter, "delete_workspace", inner.delete_workspace(workspace_id))

@@ -7,9 +7,23 @@ a store bound to their request, and every write through it is recorded to that t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from reme_service.audit.trail import AuditTrail
+
+#: set while a background job runs (`jobs/queue.py`): awaited by `GuardedStore` before each store write, bound or
+#: not (a re-embedding's vector writes too); it raises to stop the job there (its key revoked, its workspace
+#: erased) and records the job's first write (the step marker a restart reads)
+write_gate: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("write_gate", default=None)
+
+
+async def pass_write_gate() -> None:
+    """Let the running job's gate (if any) decide whether this write may go ahead; it raises when not."""
+    gate = write_gate.get()
+    if gate is not None:
+        await gate()
 
 
 @dataclass(frozen=True, slots=True)

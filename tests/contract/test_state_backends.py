@@ -23,7 +23,7 @@ from reme_service.auth.caller import Caller
 from reme_service.config.models import AppConfig
 from reme_service.errors import HTTPStatusError, StoreError, UnauthorizedError
 from reme_service.history.entry import HistoryEntry, Scrub
-from reme_service.jobs.files import key_digest
+from reme_service.jobs.files import Cancellation, key_digest
 from reme_service.jobs.record import Job
 from reme_service.state.admin import audit_records, key_admin
 from reme_service.state.layer import StateLayer
@@ -136,8 +136,8 @@ def _job(key: str | None = None) -> Job:
 def test_the_job_store_keeps_jobs_locks_them_and_names_one_job_per_key(layer: StateLayer) -> None:
     store = layer.jobs
     first, second = _job("k"), _job("k")
-    size = store.save(first)
-    assert size == store.size(first.job_id) > 0
+    saved, size = store.save(first)
+    assert saved == first and size == store.size(first.job_id) > 0
     assert store.load(first.job_id) == first
     store.save(second)
     done = second.model_copy(update={"status": "done"})
@@ -163,6 +163,35 @@ def test_the_job_store_keeps_jobs_locks_them_and_names_one_job_per_key(layer: St
     store.release(again)
     store.remove(first)
     assert store.load(first.job_id) is None and store.key_holder(digest) is None
+
+
+def test_a_cancellation_holds_against_later_saves_and_erase_scrubs_finished_jobs(layer: StateLayer) -> None:
+    store = layer.jobs
+    running, finished, other = _job(), _job(), _job()
+    other = other.model_copy(update={"workspace_id": "elsewhere"})
+    for job in (running, finished, other):
+        store.save(job)
+    store.save(finished.model_copy(update={"status": "done", "result": {"answer": "secret text"}}))
+    assert store.cancelled(running.job_id) is None and not store.began_writing(running.job_id)
+    store.mark_writing(running.job_id)
+    assert store.began_writing(running.job_id)
+
+    revoked = Cancellation(reason="key revoked", http_status=403, result={"success": False})
+    cancelled = store.cancel(running.job_id, revoked)
+    assert cancelled is not None and cancelled.status == "cancelled" and cancelled.request == {}
+    assert store.cancelled(running.job_id) == "key revoked"
+    # the process running it saves it once more, as it finished: the cancellation wins, its request stays gone
+    written, _ = store.save(running.model_copy(update={"status": "done", "result": {"answer": "late"}}))
+    assert written.status == "cancelled" and written.reason == "key revoked"
+    assert store.load(running.job_id) == written
+    assert store.cancel(finished.job_id, revoked) is not None  # a finished job is left alone…
+    assert store.load(finished.job_id).result == {"answer": "secret text"}  # type: ignore[union-attr]
+
+    erased = store.erase_workspace("ws", Cancellation(reason="erased"))  # …unless its workspace is erased
+    assert {job.job_id for job in erased} == {finished.job_id}  # the cancelled one holds no text already
+    scrubbed = store.load(finished.job_id)
+    assert scrubbed is not None and scrubbed.request == {} and scrubbed.result is None and scrubbed.reason == "erased"
+    assert store.load(other.job_id) == other  # another workspace's job is untouched
 
 
 # -- PostgreSQL only -------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from reme_service.audit.record import AuditRecord
 from reme_service.auth.caller import current_caller
 from reme_service.auth.keyfile import create_key
 from tests.contract.test_local_store import FsyncRecorder, contents_synced, name_synced
+from tests.service.conftest import ServeFn
 
 pytestmark = [pytest.mark.service, pytest.mark.anyio, pytest.mark.own_backend]
 
@@ -182,3 +183,21 @@ def test_reme_audit_prints_and_filters(tmp_path: Path) -> None:
     assert len(audit("--until", "2999-01-01T00:00").stdout.splitlines()) == 3
     bad = audit("--since", "yesterday")
     assert bad.returncode == 2 and "ISO date" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"workspace_id": "b", "action": "insert", "memory_dicts": [memory("x")], "async": True},
+        {"workspace_id": "b", "action": "reembed"},  # always a job (`job_when`)
+    ],
+)
+def test_a_write_refused_as_a_job_is_audited(serve: ServeFn, tmp_path: Path, body: dict[str, Any]) -> None:
+    """A job submission refused with 403 leaves its audit line, as the same write sent directly does (D21)."""
+    data = tmp_path / "data"
+    _, key = create_key(data / "auth" / "keys.json", workspaces=["a"], scope="write")
+    with serve() as client:
+        refused = client.post("/vector_store", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert refused.status_code == 403, refused.text
+    (line,) = read_records(data / "audit")
+    assert (line.workspace_id, line.status, line.error_code, line.action) == ("b", "error", "forbidden", body["action"])

@@ -62,15 +62,25 @@ def test_a_deleted_workspace_leaves_no_text_behind(serve: ServeFn, tmp_path: Pat
         limits = {"max_tool_message_tokens": 50, "max_total_tokens": 500, "keep_recent_count": 1}
         post(client, "summary_working_memory", headers, workspace_id="doomed", messages=messages,
              working_summary_mode="compact", **limits)  # fmt: skip
+        job_memory = {"when_to_use": f"job {MARKER}", "content": f"sent as a job {MARKER}"}
+        job_body = {"workspace_id": "doomed", "action": "insert", "memory_dicts": [job_memory], "async": True}
+        accepted = client.post("/vector_store", json=job_body, headers=headers)
+        assert accepted.status_code == 202, accepted.text
+        job_id = accepted.json()["job_id"]
+        assert client.get(f"/jobs/{job_id}?wait=30", headers=headers).json()["status"] == "done"
         before = occurrences(data, MARKER)
+        assert any(name.startswith("jobs/") for name in before), before
         if backend == "local":
             assert any(name.startswith("vector_store/") for name in before), before
         assert any(name.startswith("working_memory/") for name in before), before
         answer = post(client, "vector_store", headers, workspace_id="doomed", action="delete")
         result = answer["metadata"]["action_result"]
         assert result["deleted"] is True
-        assert result["purged"]["memories"] == 8 and result["purged"]["working_memory_files"] >= 3
+        assert result["purged"]["memories"] == 9 and result["purged"]["working_memory_files"] >= 3
+        assert result["purged"]["jobs"] == 1
         assert occurrences(data, MARKER) == []
+        job = client.get(f"/jobs/{job_id}", headers=headers)
+        assert job.status_code == 200 and MARKER not in job.text and "deleted" in job.json()["reason"]
         assert (
             "kept text"
             in client.post("/vector_store", json={"workspace_id": "kept", "action": "list"}, headers=headers).text

@@ -127,7 +127,7 @@ def test_vector_store_round_trip(serve: ServeFn, backend: list[str], tmp_path: P
         assert missing["metadata"]["warning"] == "the source workspace does not exist; nothing was copied"
         assert action(client, "ws3", "delete_ids", memory_ids=["m1", "m2"]) == {"deleted_count": 2}
         assert [m["memory_id"] for m in action(client, "ws3", "list")] == ["m3"]
-        purged = {"memories": 1, "working_memory_files": 0}
+        purged = {"memories": 1, "working_memory_files": 0, "jobs": 0}
         assert action(client, "ws3", "delete") == {"deleted": True, "purged": purged}
         assert action(client, "ws3", "list") == []
 

@@ -263,3 +263,16 @@ def test_agent_loop_example_runs_against_the_fake_llm(serve: ServeFn, fake_opena
         ]
         assert len(agent_calls) == 12  # 6 tasks x 2 rounds
         assert "Some related experience" in agent_calls[-1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("value", [0, 1, "true", "yes", 1.0])
+def test_booleans_are_strict(serve: ServeFn, value: object) -> None:
+    """ReMe's clients send JSON booleans; `"update_utility": 0` and the like are refused, not read as false (D22)."""
+    memory = {"memory_id": "ghost"}  # unknown ids are skipped: a well-typed request answers 200
+    with serve() as client:
+        body = {"workspace_id": "ws", "memory_dicts": [memory], "update_utility": value}
+        refused = client.post("/record_task_memory", json=body)
+        assert refused.status_code == 422 and "update_utility" in refused.text, refused.text
+        assert client.post("/record_task_memory", json={**body, "update_utility": True}).status_code == 200
+        job = client.post("/vector_store", json={"workspace_id": "ws", "action": "list", "async": value})
+        assert job.status_code == 422 and "async" in job.text, job.text

@@ -185,7 +185,7 @@ def test_list_dump_load_copy_delete_round_trip(serve: ServeFn, tmp_path: Path) -
         assert [m["memory_id"] for m in r.json()["metadata"]["action_result"]] == ids[2:]
 
         r = client.post("/vector_store", json={"workspace_id": "ws3", "action": "delete"})
-        purged = {"memories": 1, "working_memory_files": 0}
+        purged = {"memories": 1, "working_memory_files": 0, "jobs": 0}
         assert r.json()["metadata"]["action_result"] == {"deleted": True, "purged": purged}
         r = client.post("/vector_store", json={"workspace_id": "ws3", "action": "list"})
         assert r.json()["metadata"]["action_result"] == []

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from reme_service.auth.keyfile import create_key
 from reme_service.testing.openai_server import FakeOpenAI
+from tests.conditions import until_sync
 from tests.fakes.service_process import service_process
 from tests.service.conftest import ServeFn
 
@@ -178,3 +180,35 @@ def test_jobs_survive_a_kill(tmp_path: Path, gated: tuple[FakeOpenAI, str, Gate]
         assert finished[0]["attempts"] == 2 and finished[1]["attempts"] == 1
         r = httpx.post(f"{service.base_url}/vector_store", json={"workspace_id": "ws", "action": "list"})
         assert len(r.json()["metadata"]["action_result"]) == 2  # one memory a job: the killed attempt wrote nothing
+
+
+@pytest.mark.slow  # two service processes start and one is killed: ~10 s idle, over a minute under load
+def test_a_job_killed_after_its_write_does_not_write_again(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """kill -9 after a job's store write, before its end is recorded: after a restart it is not run again, so its
+    memory is stored once (run again, the summary would be stored a second time under a new id). The process is
+    held in that window by a real obstacle: the audit log of the day is a FIFO nobody reads, so the append that
+    follows the write (`AuditLog.append_sync` opens it) blocks until the kill."""
+    fake_openai.on_op("SimpleSummaryOp", lambda body: reply())
+    data = tmp_path / "data"
+    audit = data / "audit"
+    audit.mkdir(parents=True)
+    today = datetime.now(UTC)
+    fifos = [audit / f"{(today + timedelta(days=d)).strftime('%Y-%m-%d')}.jsonl" for d in (0, 1)]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    args = (
+        f"data_dir={data}", "embedding_model.default.backend=hash", f"llm.default.base_url={fake_openai.base_url}",
+        "llm.default.backend=openai_compatible", "llm.default.api_key=k",
+    )  # fmt: skip
+    with service_process(tmp_path, *args) as service, httpx.Client(base_url=service.base_url) as client:
+        job_id = client.post("/summary_task_memory_simple", json=summary(run_async=True)).json()["job_id"]
+        until_sync(lambda: len(listed(client)) == 1)
+        assert httpx.get(f"{service.base_url}/jobs/{job_id}").json()["status"] == "running"  # held by the audit FIFO
+        os.kill(service.process.pid, signal.SIGKILL)
+        service.process.wait()
+    for fifo in fifos:
+        fifo.unlink()
+    with service_process(tmp_path, *args) as service, httpx.Client(base_url=service.base_url) as client:
+        job = client.get(f"/jobs/{job_id}", params={"wait": 30}, timeout=40).json()
+        assert job["status"] == "failed" and "not run again" in job["result"]["metadata"]["error"]["message"]
+        assert len(listed(client)) == 1  # written once

@@ -382,3 +382,13 @@ def test_workspaces_are_paged(serve: ServeFn) -> None:
         for bad in ("garbage", first["next_cursor"] + "x", memory_cursor, "YQ.é"):
             response = client.get("/workspaces", params={"cursor": bad})
             assert response.status_code == 400 and error_of(response)["code"] == "invalid_request"
+
+
+def test_a_wrong_method_on_a_memory_names_every_allowed_one(serve: ServeFn) -> None:
+    """OPTIONS (or PUT) on `/workspaces/{id}/memories/{mid}` is a 405 whose `Allow` names GET, PATCH and DELETE:
+    all three routes of the path, not only the first (D22)."""
+    with serve() as client:
+        for method in ("OPTIONS", "PUT"):
+            answer = client.request(method, "/workspaces/ws/memories/m1")
+            assert answer.status_code == 405, answer.text
+            assert set(answer.headers["allow"].split(", ")) == {"DELETE", "GET", "PATCH"}, answer.headers

@@ -60,3 +60,23 @@ def test_ids_no_store_can_hold_are_400(serve: ServeFn, bad: str) -> None:
         response = client.post("/vector_store", json={"workspace_id": bad, "action": "list"})
         assert response.status_code in (400, 422)
         assert "workspace_id" in response.text
+
+
+def test_a_workspace_whose_library_name_passes_255_bytes_dumps_and_loads(serve: ServeFn, tmp_path: Path) -> None:
+    """90 × "工" is 270 bytes, its `<id>.jsonl` past the file-name limit: dump and load still work (the name is cut
+    and hashed, the same for both), and no answer names a server path (D20)."""
+    workspace, other = "工" * 90, "工" * 89 + "人"  # the same cut prefix, told apart by the hash
+    with serve() as client:
+        for ws in (workspace, other):
+            insert(client, ws)
+            dumped = client.post("/vector_store", json={"workspace_id": ws, "action": "dump", "path": "libraries"})
+            assert dumped.status_code == 200, dumped.text
+            assert str(tmp_path) not in dumped.text
+        for ws in (workspace, other):
+            client.post("/vector_store", json={"workspace_id": ws, "action": "delete"})
+            loaded = client.post("/vector_store", json={"workspace_id": ws, "action": "load", "path": "libraries"})
+            assert loaded.status_code == 200 and str(tmp_path) not in loaded.text, loaded.text
+            assert listed(client, ws) == [f"the deploy notes of {ws}"]
+        named = {"workspace_id": workspace, "action": "dump", "path": f"libraries/{workspace}.jsonl"}
+        too_long = client.post("/vector_store", json=named)  # a name the client chose: refused, no server path
+        assert too_long.status_code == 422 and str(tmp_path) not in too_long.text, too_long.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,64 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
     assert parent.returncode == 0, stderr
     assert "in 2 processes" in stderr
     assert children_of(parent.pid) == set()
+
+
+def port_is_free(port: int) -> bool:
+    """Whether the port can be bound alone (no listener, orphaned or not, holds it)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.slow  # a supervisor and its two workers start against PostgreSQL: ~30 s on a quiet 2-core machine
+def test_workers_die_with_their_supervisor_and_a_second_start_is_refused(tmp_path: Path, pg_dsn: str) -> None:
+    """kill -9 of the supervisor takes its workers with it (PR_SET_PDEATHSIG, and the parent pipe), freeing the
+    port; while they serve, a second start on their port is refused with one line."""
+    port = free_port()
+    args = [
+        "http.workers=2",
+        f"http.port={port}",
+        f"data_dir={tmp_path / 'data'}",
+        "embedding_model.default.backend=hash",
+        "vector_store.default.backend=pgvector",
+        f"vector_store.default.params.dsn={pg_dsn}",
+        f"vector_store.default.params.table_prefix=w{secrets.token_hex(3)}_",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))}
+    parent = subprocess.Popen([sys.executable, "-m", "reme_service", *args], env=env, stderr=subprocess.PIPE, text=True)
+    workers: set[int] = set()
+    try:
+        wait_ready(parent, f"http://127.0.0.1:{port}", limit=120)
+        until_sync(lambda: len(children_of(parent.pid)) == 2, limit=30)
+        workers = children_of(parent.pid)
+        second = subprocess.run(
+            [sys.executable, "-m", "reme_service", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 2
+        assert second.stderr.strip().count("\n") == 0 and "cannot listen on" in second.stderr, second.stderr
+        parent.kill()
+        parent.wait()
+        until_sync(lambda: alive(workers) == set(), limit=10)
+        until_sync(lambda: port_is_free(port), limit=10)
+    finally:
+        for pid in alive(workers):
+            os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+        parent.communicate(timeout=60)
+
+
+def alive(pids: set[int]) -> set[int]:
+    """The processes of `pids` still running (not zombies)."""
+    found = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if state != "Z":
+            found.add(pid)
+    return found

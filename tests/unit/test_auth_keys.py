@@ -13,6 +13,7 @@ import pytest
 
 from reme_service.auth.access import Access
 from reme_service.auth.caller import TRUSTED
+from reme_service.auth.cli import main as keys_main
 from reme_service.auth.keyfile import create_key, read_key_file, read_last_used, revoke_key
 from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
@@ -132,3 +133,12 @@ def test_a_caller_stands_while_its_key_grants_the_same_rights(tmp_path: Path) ->
     revoke_key(path, kept_record.id)
     reload()
     assert not access.still_valid(kept)
+
+
+def test_keys_create_takes_a_workspace_id_holding_an_equals_sign(tmp_path: Path) -> None:
+    """`--workspace a=b`: `a=b` is a valid workspace id, the option's value, not a config argument (D23)."""
+    data = f"data_dir={tmp_path}"
+    assert keys_main(["create", "--workspace", "a=b", "--scope", "write", data]) == 0
+    assert keys_main(["create", "--workspace=c=d", "--name", "x=y", "--scope", "read", data]) == 0
+    records = read_key_file(tmp_path / "auth" / "keys.json").keys
+    assert [(r.workspaces, r.name) for r in records] == [(["a=b"], ""), (["c=d"], "x=y")]

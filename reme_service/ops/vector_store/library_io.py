@@ -8,6 +8,7 @@ memories, the long part of a load with the local model, logs its own progress: `
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import logging
 import os
@@ -41,9 +42,23 @@ _DIGITS_AS_ZERO = bytes(ord("0") if chr(b).isdigit() and b < 128 else b for b in
 _LONG_DIGITS = b"0" * 19
 
 
+#: the longest file name Linux file systems take, in bytes
+NAME_MAX = 255
+_HASHED_TAIL = 1 + 16 + len(".jsonl")  # "-" + 16 hex digits of the id's sha256 + ".jsonl"
+
+
 def library_file(path: Path, workspace_id: str) -> Path:
-    """A path naming a `.jsonl` file is used as is; a directory holds `<workspace_id>.jsonl` (ReMe's rule)."""
-    return path if path.suffix == ".jsonl" else path / f"{workspace_id}.jsonl"
+    """A path naming a `.jsonl` file is used as is; a directory holds `<workspace_id>.jsonl` (ReMe's rule). A name
+    that would pass `NAME_MAX` bytes (a workspace id of 90 CJK characters is 270) is the id cut to fit on a
+    character boundary, then `-` and 16 hex digits of its sha256: one name per id, the same for dump and load. (A
+    `.jsonl` name the client gave past that limit is refused with the request: `schema/paths.py`.)"""
+    if path.suffix == ".jsonl":
+        return path
+    name = f"{workspace_id}.jsonl"
+    if len(name.encode()) > NAME_MAX:
+        head = workspace_id.encode()[: NAME_MAX - _HASHED_TAIL].decode(errors="ignore")
+        name = f"{head}-{hashlib.sha256(workspace_id.encode()).hexdigest()[:16]}.jsonl"
+    return path / name
 
 
 def _memories(file: Path, shown: str = "", check: OpenCheck | None = None) -> Iterator[BaseMemory]:

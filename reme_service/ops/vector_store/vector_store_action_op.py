@@ -127,14 +127,18 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
             return {"size": await store.copy_workspace(src, ctx.workspace_id)}
 
     async def _delete(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
-        """Drop the workspace and everything kept of it: its memories in the store (snapshot, log, index) and its
-        working-memory folder. The answer says what was purged."""
+        """Drop the workspace and everything kept of it: its memories in the store (snapshot, log, index), its
+        working-memory folder, and its background jobs' requests and results (those waiting or running are
+        cancelled). The answer says what was purged."""
+        erase_jobs = ctx.services.erase_jobs
         async with store.lock(ctx.workspace_id):
             memories = (await store.summarize(ctx.workspace_id)).size
             deleted = await store.delete_workspace(ctx.workspace_id)
             folder = workspace_working_root(ctx.services.config.working_memory_root, ctx.workspace_id)
             files = await asyncio.to_thread(remove_tree_synced, folder)
-        return {"deleted": deleted, "purged": {"memories": memories, "working_memory_files": files}}
+            jobs = await erase_jobs(ctx.workspace_id) if erase_jobs is not None else 0
+        purged = {"memories": memories, "working_memory_files": files, "jobs": jobs}
+        return {"deleted": deleted, "purged": purged}
 
     async def _delete_ids(self, ctx: ServiceContext, store: VectorStore) -> dict[str, Any]:
         ids = ctx.input(MEMORY_IDS)

@@ -7,6 +7,9 @@ the queue's logic (`jobs.queue.JobQueue`) is the same on one machine and on many
   the job's lease: it ends when the holder releases it or when the holder's connection ends (a node killed with -9:
   its kernel closes the socket, PostgreSQL ends the session), so another node's queue (`JobQueue.adopt`, every few
   seconds) claims the job, finds it `running` with nobody holding it, and runs it once more;
+- a cancellation (`cancel`: its key revoked, its workspace erased) is kept in the job's row, and every later `save`
+  of the job, by any node, writes it cancelled; `began_writing` records that a run reached its first write, so an
+  interrupted run is not started again (`JobQueue._orphaned`);
 - `job_keys`: which job an Idempotency-Key named, taken by `INSERT ... ON CONFLICT DO NOTHING`, so nodes given the
   same key agree on one job.
 """
@@ -22,6 +25,7 @@ import psycopg
 from pydantic import ValidationError
 
 from reme_service.errors import ReMeError
+from reme_service.jobs.files import Cancellation
 from reme_service.jobs.record import Job
 from reme_service.state.pg.db import Conn, StateDb
 
@@ -44,14 +48,94 @@ class PgJobStore:
         self._handles = itertools.count(1)
         self._lock = threading.Lock()
 
-    def save(self, job: Job) -> int:
+    def save(self, job: Job) -> tuple[Job, int]:
+        """Write the job's row (committed before this returns); returns the job as written and its size in bytes. A
+        job cancelled meanwhile (`cancel`, by any node) is written cancelled instead."""
+
+        def work(conn: Conn) -> tuple[Job, int]:
+            row = conn.execute(
+                f"SELECT cancellation FROM {self._table} WHERE job_id = %s FOR UPDATE",  # noqa: S608
+                (job.job_id,),
+            ).fetchone()
+            written = job
+            if row and row[0] is not None and job.status != "cancelled":
+                cancelled = Cancellation.model_validate_json(bytes(row[0]))
+                written = job.cancelled(cancelled.reason, http_status=cancelled.http_status, result=cancelled.result)
+            return written, self._write(conn, written)
+
+        return self.db.run(work)
+
+    def _write(self, conn: Conn, job: Job) -> int:
         data = job.model_dump_json().encode()
-        query = (
-            f"INSERT INTO {self._table} (job_id, queued_at, status, body) VALUES (%s, %s, %s, %s) "  # noqa: S608
-            "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, body = excluded.body"
+        conn.execute(
+            f"INSERT INTO {self._table} (job_id, queued_at, status, body, workspace_id) "  # noqa: S608
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, "
+            "body = excluded.body, workspace_id = excluded.workspace_id",
+            (job.job_id, job.queued_at, job.status, data, job.workspace_id),
         )
-        self.db.run(lambda conn: conn.execute(query, (job.job_id, job.queued_at, job.status, data)))
         return len(data)
+
+    def cancelled(self, job_id: str) -> str | None:
+        """Why the job was cancelled (None: it was not): a running job asks before each write."""
+        query = f"SELECT cancellation FROM {self._table} WHERE job_id = %s"  # noqa: S608
+        row = self.db.run(lambda conn: conn.execute(query, (job_id,)).fetchone())
+        if not row or row[0] is None:
+            return None
+        return Cancellation.model_validate_json(bytes(row[0])).reason
+
+    def cancel(self, job_id: str, cancellation: Cancellation, *, scrub_finished: bool = False) -> Job | None:
+        """As `JobFiles.cancel`: the job cancelled unless it finished (scrubbed too with `scrub_finished`), in one
+        transaction holding its row; the job as it now is (None: no such job)."""
+
+        def work(conn: Conn) -> Job | None:
+            row = conn.execute(
+                f"SELECT body FROM {self._table} WHERE job_id = %s FOR UPDATE",  # noqa: S608
+                (job_id,),
+            ).fetchone()
+            job = _job(row[0]) if row else None
+            if job is None or (job.finished and not scrub_finished):
+                return job
+            if job.finished:
+                job = job.scrubbed(cancellation.reason)
+            else:
+                conn.execute(
+                    f"UPDATE {self._table} SET cancellation = %s WHERE job_id = %s",  # noqa: S608
+                    (cancellation.model_dump_json().encode(), job_id),
+                )
+                job = job.cancelled(
+                    cancellation.reason, http_status=cancellation.http_status, result=cancellation.result
+                )
+            self._write(conn, job)
+            return job
+
+        return self.db.run(work)
+
+    def erase_workspace(self, workspace_id: str, cancellation: Cancellation, *, skip: str | None = None) -> list[Job]:
+        """Every job of `workspace_id` but `skip` cancelled or, when finished, scrubbed (`cancel`); the jobs as they
+        now are. (Rows written before the workspace column are read to find theirs.)"""
+        query = f"SELECT job_id, body FROM {self._table} WHERE workspace_id IN (%s, '')"  # noqa: S608
+        rows = self.db.run(lambda conn: conn.execute(query, (workspace_id,)).fetchall())
+        erased = []
+        for job_id, body in rows:
+            job = _job(body)
+            if job is None or job_id == skip or job.workspace_id != workspace_id:
+                continue
+            if job.reason is not None and not job.request:
+                continue  # already scrubbed
+            done = self.cancel(job_id, cancellation, scrub_finished=True)
+            if done is not None:
+                erased.append(done)
+        return erased
+
+    def mark_writing(self, job_id: str) -> None:
+        """Record, committed, that the job begins its first write (`began_writing`)."""
+        query = f"UPDATE {self._table} SET began_writing = true WHERE job_id = %s"  # noqa: S608
+        self.db.run(lambda conn: conn.execute(query, (job_id,)))
+
+    def began_writing(self, job_id: str) -> bool:
+        query = f"SELECT began_writing FROM {self._table} WHERE job_id = %s"  # noqa: S608
+        row = self.db.run(lambda conn: conn.execute(query, (job_id,)).fetchone())
+        return bool(row and row[0])
 
     def size(self, job_id: str) -> int:
         query = f"SELECT octet_length(body) FROM {self._table} WHERE job_id = %s"  # noqa: S608

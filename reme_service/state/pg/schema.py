@@ -50,6 +50,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS {p}imported (source text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now());
     """,
+    # 3: what reaches a job after it was queued: its workspace (to erase it), its cancellation (a revoked key, an
+    # erased workspace: honoured by every later save), and whether its first write began (never run twice)
+    """
+    ALTER TABLE {p}jobs ADD COLUMN IF NOT EXISTS workspace_id text NOT NULL DEFAULT '';
+    ALTER TABLE {p}jobs ADD COLUMN IF NOT EXISTS cancellation bytea;
+    ALTER TABLE {p}jobs ADD COLUMN IF NOT EXISTS began_writing boolean NOT NULL DEFAULT false;
+    CREATE INDEX IF NOT EXISTS {p}jobs_workspace ON {p}jobs (workspace_id);
+    """,
 )
 
 
