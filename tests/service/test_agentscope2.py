@@ -5,6 +5,7 @@ cannot share an environment with agentscope 1.x, which the `test` extra installs
 from __future__ import annotations
 
 import asyncio
+import importlib
 from typing import Any
 
 import pytest
@@ -16,11 +17,10 @@ agentscope = pytest.importorskip("agentscope", reason="agentscope is not install
 if not agentscope.__version__.startswith("2."):
     pytest.skip(f"the middleware targets agentscope 2.x, found {agentscope.__version__}", allow_module_level=True)
 
-from agentscope.message import Msg  # noqa: E402
-
 from reme_service.integrations.agentscope2 import ReMeServiceMiddleware, message_dicts  # noqa: E402
 
 pytestmark = pytest.mark.service
+message: Any = importlib.import_module("agentscope.message")  # 2.x names, which mypy (beside 1.x) does not know
 
 
 def test_turns_are_summarised_into_the_users_memory_and_found_by_the_tool(serve: ServeFn) -> None:
@@ -31,8 +31,8 @@ def test_turns_are_summarised_into_the_users_memory_and_found_by_the_tool(serve:
             memory = ReMeServiceMiddleware(base_url, user_name="alice", api_key="")
             try:
                 turn = [
-                    Msg(name="alice", role="user", content="I am vegetarian and I live in Oslo."),
-                    Msg(name="friday", role="assistant", content="Noted: vegetarian, Oslo."),
+                    message.UserMsg(name="alice", content="I am vegetarian and I live in Oslo."),
+                    message.AssistantMsg(name="friday", content="Noted: vegetarian, Oslo."),
                 ]
                 await memory._write_back(turn, "session-1")
                 (tool,) = await memory.list_tools()
@@ -50,10 +50,10 @@ def test_turns_are_summarised_into_the_users_memory_and_found_by_the_tool(serve:
 
 
 def test_messages_become_role_and_text() -> None:
-    blocks: Any = [{"type": "text", "text": "hi"}, {"type": "tool_call", "id": "1"}]
+    blocks: Any = [{"type": "text", "text": "hi"}, {"type": "tool_call", "id": "1", "name": "x", "input": {}}]
     messages = [
-        Msg(name="u", role="user", content="hello"),
-        Msg(name="a", role="assistant", content=blocks),
-        Msg(name="a", role="assistant", content=[]),
+        message.UserMsg(name="u", content="hello"),
+        {"role": "assistant", "content": blocks},
+        {"role": "assistant", "content": []},
     ]
     assert message_dicts(messages) == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
