@@ -78,22 +78,32 @@ export async function startService(): Promise<Service> {
     return out.trim().split("\n").at(-1) ?? "";
   };
   const apiKey = createKey(["*"], "admin"); // a key file makes the service require keys
-  const port = await freePort();
+  // a free port may be taken by another process before the service binds it: then it exits at once, and we retry
+  let child: ChildProcess | undefined;
+  let baseUrl = "";
   const log = join(dir, "service.log");
-  const child = spawn(python(), ["-m", "reme_service", `http.port=${port}`, `http.max_body_bytes=${MAX_BODY_BYTES}`, ...config], {
-    cwd: dir,
-    env,
-    stdio: ["ignore", "ignore", openSync(log, "w")],
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  while (!(await answers(`${baseUrl}/health/live`))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill();
-      throw new Error(`the service did not start (exit ${child.exitCode}):\n${readFileSync(log, "utf8").slice(-3000)}`);
+  for (let attempt = 1; child === undefined; attempt += 1) {
+    const port = await freePort();
+    baseUrl = `http://127.0.0.1:${port}`;
+    const started = spawn(python(), ["-m", "reme_service", `http.port=${port}`, `http.max_body_bytes=${MAX_BODY_BYTES}`, ...config], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "ignore", openSync(log, "w")],
+    });
+    const deadline = Date.now() + 90_000;
+    const text = () => readFileSync(log, "utf8");
+    // "reme: starting" is written once the port is bound: a /health/live answer before it is another process's
+    while (!(text().includes("reme: starting") && (await answers(`${baseUrl}/health/live`)))) {
+      if (started.exitCode !== null && attempt < 3 && text().includes("Address already in use")) break;
+      if (started.exitCode !== null || Date.now() > deadline) {
+        started.kill();
+        throw new Error(`the service did not start (exit ${started.exitCode}):\n${text().slice(-3000)}`);
+      }
+      await new Promise((next) => setTimeout(next, 100)); // the polling interval
     }
-    await new Promise((next) => setTimeout(next, 100)); // the polling interval
+    if (started.exitCode === null) child = started;
   }
+  const running = child;
   return {
     baseUrl,
     apiKey,
@@ -101,8 +111,8 @@ export async function startService(): Promise<Service> {
     maxBodyBytes: MAX_BODY_BYTES,
     createKey,
     stop: async () => {
-      child.kill("SIGTERM");
-      await exited(child);
+      running.kill("SIGTERM");
+      await exited(running);
       rmSync(dir, { recursive: true, force: true });
     },
   };
