@@ -311,6 +311,11 @@ class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
         """Run `flow` with these request fields; raises a `ReMeError` subclass when it fails."""
         return _result(self._send(*self._flow_request(flow, fields)))
 
+    def request(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        """Any other route (`/workspaces/...`, `/jobs/...`) with this client's key, retries and timeouts; the
+        response as it came (`error_from_response(response)` is its typed error)."""
+        return self._send(method, path, json)
+
     def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""
         return self._health_result(self._send("GET", "/health"))
@@ -357,6 +362,11 @@ class AsyncReMeClient(_ClientBase[httpx.AsyncClient], FlowMethods[Awaitable[Flow
 
     async def _call(self, flow: str, fields: dict[str, Any]) -> FlowResult:
         return _result(await self._send(*self._flow_request(flow, fields)))
+
+    async def request(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        """Any other route (`/workspaces/...`, `/jobs/...`) with this client's key, retries and timeouts; the
+        response as it came (`error_from_response(response)` is its typed error)."""
+        return await self._send(method, path, json)
 
     async def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""

@@ -12,9 +12,11 @@
 // Run it twice: the second episode starts with what the first one learned.
 
 import { pathToFileURL } from "node:url";
-import { ReMeClient } from "./reme_client.mjs";
+// The typed client of clients/typescript (build it first: `cd clients/typescript && npm ci && npm run build`).
+// In an application: `npm install reme-service-client` (or the packed .tgz) and `from "reme-service-client"`.
+import { ReMeClient } from "../../clients/typescript/dist/index.js";
 
-/** @typedef {import("./reme_client.mjs").Message} Message */
+/** @typedef {import("../../clients/typescript/dist/index.js").Message} Message */
 /** @typedef {(messages: Message[]) => Promise<Message>} Act */
 
 /**

@@ -1,7 +1,8 @@
-"""The Node client's tests and the curl cookbook, run against a live server (as CI does).
+"""The Node cookbook's tests and the curl cookbook, run against a live server (as CI does).
 
-`node --test cookbook/node/` and `cookbook/curl/run_all.sh` talk to a real service started here; each test is
-skipped, saying why, when node (>= 18) or curl/bash is not installed.
+`node --test cookbook/node/` (over the TypeScript client of clients/typescript, built here first) and
+`cookbook/curl/run_all.sh` talk to a real service started here; each test is skipped, saying why, when node
+(>= 20.3) and npm, or curl/bash are not installed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reme_service.auth.keyfile import create_key
+from tests.clients.typescript import built_client
 from tests.conftest import REPO_ROOT
 from tests.service.conftest import ServeFn
 
@@ -52,6 +54,7 @@ def _admin_key(tmp_path: Path, keyed: bool) -> str:
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "with-api-key"])
 def test_node_client_tests_pass_against_a_live_server(serve: ServeFn, tmp_path: Path, keyed: bool) -> None:
     node = _node()
+    built_client()  # the cookbook imports clients/typescript/dist
     key = _admin_key(tmp_path, keyed)
     with serve(*_overrides(tmp_path)) as client:
         result = _run([node, "--test", "cookbook/node/"], str(client.base_url).rstrip("/"), api_key=key)

@@ -1,0 +1,53 @@
+"""The TypeScript client of `clients/typescript` for the tests that run it: npm and node located (or the test
+skipped, saying why), the package installed from its lock file and built once per test session."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+CLIENT_DIR = REPO_ROOT / "clients" / "typescript"
+MIN_NODE = (20, 3)  # AbortSignal.any, the node:test runner of the tests
+
+
+def npm() -> str:
+    """The `npm` executable, after checking node's version; skips the test when either is missing or too old."""
+    node, npm_path = shutil.which("node"), shutil.which("npm")
+    if node is None or npm_path is None:
+        pytest.skip("node and npm are not installed: the TypeScript client needs Node.js >= 20.3 to build and test")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    found = re.match(r"v(\d+)\.(\d+)", version)
+    if found is None or (int(found[1]), int(found[2])) < MIN_NODE:
+        pytest.skip(f"node {version} is too old: the TypeScript client needs Node.js >= 20.3")
+    return npm_path
+
+
+def run_npm(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`npm ARGS` in clients/typescript; fails the test with npm's output when it fails."""
+    result = subprocess.run(
+        [npm(), *args],
+        cwd=CLIENT_DIR,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, f"npm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@functools.cache
+def built_client() -> Path:
+    """clients/typescript installed (`npm ci`: the lock file's versions) and built (`dist/`), once per session."""
+    run_npm("ci", "--no-audit", "--no-fund")
+    run_npm("run", "build")
+    return CLIENT_DIR / "dist"
