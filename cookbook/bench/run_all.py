@@ -3,6 +3,7 @@
     .venv/bin/python cookbook/bench/run_all.py                 # everything (about 10-15 minutes on 2 cores)
     .venv/bin/python cookbook/bench/run_all.py --quick         # 1k and 10k, fewer requests (about 3 minutes)
     .venv/bin/python cookbook/bench/run_all.py --quick --skip locomo,embedder --stores memory
+    .venv/bin/python cookbook/bench/run_all.py --quick --only multiprocess   # one part (the others skipped)
 
 What runs, in this order (each part reuses the benchmark script named in brackets):
 
@@ -756,6 +757,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="load generator: http_load.py (default) or retrieval_speed.py's httpx client, which saturates first",
     )
     parser.add_argument("--skip", type=_choices(PARTS), default=[], help=f"parts to leave out: {', '.join(PARTS)}")
+    parser.add_argument("--only", type=_choices(PARTS), help="parts to run, the others skipped (beside --skip)")
     parser.add_argument(
         "--multiprocess-requests",
         type=rs.positive_int,
@@ -796,6 +798,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             setattr(args, name, value)
     args.multiprocess_processes = MULTIPROCESS_PROCESSES
     args.multiprocess_clients = 8 if quick else 16
+    if args.only is not None:
+        args.skip = [*args.skip, *(part for part in PARTS if part not in args.only and part not in args.skip)]
     if bad := [o for o in args.overrides if "=" not in o]:
         parser.error(f"overrides must be key=value: {' '.join(bad)}")
     if args.output is None:

@@ -1,5 +1,13 @@
 """Service fixtures: the real app served by uvicorn on loopback (the fake OpenAI server beside it is the
-`fake_openai` fixture of `reme_service.testing.pytest_plugin`)."""
+`fake_openai` fixture of `reme_service.testing.pytest_plugin`).
+
+The store passes of scripts/test.sh (REME_TEST_STORE=chroma, =pgvector) rerun only the tests that can reach the
+store it names: those that use `serve` (the one fixture that reads REME_TEST_STORE) or carry the `backend_matrix`
+marker (a test that reads it another way), less those marked `own_backend` and the modules of `STORE_FREE`.
+`pytest_collection_modifyitems` below puts `backend_matrix` on every test using `serve` outside `STORE_FREE`;
+scripts/test.sh selects `-m "backend_matrix and not own_backend"`. Every other test would run exactly as in the
+first pass, or prove on another store only what the first pass proved.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,16 @@ from tests.fakes.chroma_server import ChromaServer, chroma_server  # noqa: F401 
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 ServeFn = Callable[..., AbstractContextManager[httpx.Client]]
+
+#: modules whose tests use `serve` only as a server: what they assert (the HTTP transport, the origin guard, the
+#: OpenAPI document, input refused at the edge) is decided before a flow reaches the store, so the store passes
+#: leave them out; each module's reason. A name that is no longer a module here is an error, not a silent no-op.
+STORE_FREE = {
+    "test_http_edge.py": "heads, bodies, time limits and overload: the HTTP layer, whatever serves the flows",
+    "test_http_edge_validation.py": "values refused at the edge before any flow runs",
+    "test_openapi_descriptions.py": "the OpenAPI document, built from the schemas",
+    "test_origin_guard.py": "cross-site and rebinding requests refused before routing",
+}
 
 
 def _store_overrides(request: pytest.FixtureRequest) -> list[str]:
@@ -68,3 +86,13 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtu
             yield client
 
     return _serve
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`backend_matrix` on every test that uses `serve` outside `STORE_FREE` (see the module's docstring)."""
+    here = Path(__file__).parent
+    if missing := [name for name in STORE_FREE if not (here / name).is_file()]:
+        raise pytest.UsageError(f"tests/service/conftest.py STORE_FREE names no module: {', '.join(missing)}")
+    for item in items:
+        if "serve" in getattr(item, "fixturenames", ()) and item.path.name not in STORE_FREE:
+            item.add_marker(pytest.mark.backend_matrix)

@@ -26,7 +26,7 @@ from tests.fakes.es_server import FakeElasticsearch
 from tests.fakes.pg_server import pg_dsn, running_postgres  # noqa: F401 - pg_dsn: fixture used by name
 from tests.service.conftest import ServeFn
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.own_backend]  # every backend in every pass
 
 HASH_DIMENSIONS = 384  # the hash embedder the service fixture configures
 

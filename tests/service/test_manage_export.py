@@ -152,6 +152,7 @@ def library(prefix: str, *, same_ids: bool) -> bytes:
     return b"".join(line(f"m{i:04d}" if same_ids else f"{prefix}-{i:04d}", f"{prefix}-{i}") for i in range(SIZE))
 
 
+@pytest.mark.backend_matrix  # `shared`: the store REME_TEST_STORE names
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("same_ids", [True, False], ids=["same-ids", "new-ids"])
 async def test_an_import_while_the_export_streams_leaves_it_all_old(
