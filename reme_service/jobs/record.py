@@ -17,6 +17,15 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+class JobProgress(BaseModel):
+    """How far a running job is: `done` of `total` rows (None while unknown). Kept in the memory of the process
+    running the job (not written to its file on each step); its last value is saved when the job ends."""
+
+    done: int = 0
+    total: int | None = None
+    unit: Literal["rows"] = "rows"
+
+
 class Job(BaseModel):
     job_id: str
     flow: str
@@ -32,6 +41,7 @@ class Job(BaseModel):
     finished_at: datetime | None = None
     http_status: int | None = None
     result: dict[str, Any] | None = Field(default=None, description="the envelope the synchronous call returns")
+    progress: JobProgress | None = Field(default=None, description="rows done/total, for a flow that reports it")
 
     @property
     def finished(self) -> bool:
@@ -56,4 +66,5 @@ class Job(BaseModel):
             "http_status": self.http_status,
             "result": self.result,
             "timings": timings,
+            "progress": self.progress.model_dump() if self.progress is not None else None,
         }
