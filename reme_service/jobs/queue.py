@@ -283,7 +283,7 @@ class JobQueue:
                 logger.exception("job %s (%s) failed unexpectedly", job.job_id, job.flow)
                 status, payload = 500, _failure(job, f"internal error ({type(exc).__name__})")
             outcome = "done" if status == 200 else "failed"
-            job = job.model_copy(update={"progress": self._jobs[job.job_id].progress})  # its last, kept
+            job = job.model_copy(update={"progress": (self._jobs.get(job.job_id) or job).progress})  # its last, kept
             job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
             if self._on_finished is not None:
                 self._on_finished(job)
