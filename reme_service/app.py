@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -326,9 +326,16 @@ class ReMeApp:
             raise NotFoundError(f"unknown flow {name!r}; available: {', '.join(sorted(self.flows))}") from None
 
     async def run_validated(
-        self, runner: FlowRunner[ServiceContext], request: BaseModel, request_id: str, *, offload: bool = False
+        self,
+        runner: FlowRunner[ServiceContext],
+        request: BaseModel,
+        request_id: str,
+        *,
+        offload: bool = False,
+        progress: Callable[[int, int | None], None] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """Run an already-validated request; returns (HTTP status, body). Failures come back as the envelope.
+        `progress` hears a long op's rows done and total (`ServiceContext.progress`; a job's `GET /jobs/{id}`).
 
         The response is dumped in a worker thread with `offload` (a large request, so likely a large answer) and
         when it holds many items (`concurrency.holds_many`: a `list` of 100,000 memories from a small request)."""
@@ -344,6 +351,7 @@ class ReMeApp:
         try:
             scope = self.request_scope(runner, request, caller)
             context = self._context(runner, request, request_id, scope, trail if tracked else None)
+            context.progress = progress
             response = await runner.run(request, request_id=request_id, context=context)
         except ReMeError as error:
             if error.status >= 500:  # the client gets the message; the operator should see it too

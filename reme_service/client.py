@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -123,6 +124,43 @@ class FlowResult(BaseModel):
         """`metadata.memory_list` (retrieval and summary flows), or an empty list."""
         return list(self.metadata.get("memory_list") or [])
 
+    @property
+    def job_id(self) -> str | None:
+        """The job a call with `"async": True` was accepted as (`metadata.job_id`; then `wait_job`), else None."""
+        job_id = self.metadata.get("job_id")
+        return str(job_id) if job_id else None
+
+
+class JobProgress(BaseModel):
+    """How far a running job is: `done` of `total` rows (`total` None while unknown)."""
+
+    done: int = 0
+    total: int | None = None
+    unit: str = "rows"
+
+
+class JobView(BaseModel):
+    """`GET /jobs/{job_id}`: the job's status, its progress while it runs (a `vector_store` load run as a job) and,
+    once finished, `result`, the envelope the call would have answered."""
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str
+    status: str
+    flow: str = ""
+    workspace_id: str = ""
+    http_status: int | None = None
+    result: dict[str, Any] | None = None
+    progress: JobProgress | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+
+#: what `wait_job` calls with each answer while the job runs (and once with the finished job)
+ProgressCallback = Callable[[JobView], None]
+
 
 def _make_error(cls: type[ReMeError], message: str, status: int, code: str, details: dict[str, Any]) -> ReMeError:
     error = cls(message, details=details)
@@ -160,8 +198,18 @@ def error_from_response(response: httpx.Response) -> ReMeError:
     return _make_error(ReMeError, f"HTTP {status}: {text}", status, "http_error", {"request_id": request_id})
 
 
-def _result(response: httpx.Response) -> FlowResult:
+def _job_view(response: httpx.Response) -> JobView:
     if response.status_code != 200:
+        raise error_from_response(response)
+    return JobView.model_validate(response.json())
+
+
+def _job_path(job_id: str, wait: float) -> str:
+    return f"/jobs/{quote(job_id, safe='')}?wait={wait:g}"
+
+
+def _result(response: httpx.Response) -> FlowResult:
+    if response.status_code not in (200, 202):  # 202: accepted as a job (`FlowResult.job_id`)
         raise error_from_response(response)
     try:
         body = response.json()
@@ -316,6 +364,20 @@ class ReMeClient(_ClientBase[httpx.Client], FlowMethods[FlowResult]):
         response as it came (`error_from_response(response)` is its typed error)."""
         return self._send(method, path, json)
 
+    def job(self, job_id: str, *, wait: float = 0) -> JobView:
+        """The job now, or once finished within `wait` seconds (≤ 60, the server's long poll)."""
+        return _job_view(self._send("GET", _job_path(job_id, wait)))
+
+    def wait_job(self, job_id: str, *, progress: ProgressCallback | None = None, poll: float = 1.0) -> JobView:
+        """Wait until the job has finished and return it, calling `progress(job)` after each look (every `poll`
+        seconds at most): `job.progress` is rows done/total while a load runs."""
+        while True:
+            job = self.job(job_id, wait=poll)
+            if progress is not None:
+                progress(job)
+            if job.finished:
+                return job
+
     def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""
         return self._health_result(self._send("GET", "/health"))
@@ -367,6 +429,20 @@ class AsyncReMeClient(_ClientBase[httpx.AsyncClient], FlowMethods[Awaitable[Flow
         """Any other route (`/workspaces/...`, `/jobs/...`) with this client's key, retries and timeouts; the
         response as it came (`error_from_response(response)` is its typed error)."""
         return await self._send(method, path, json)
+
+    async def job(self, job_id: str, *, wait: float = 0) -> JobView:
+        """The job now, or once finished within `wait` seconds (≤ 60, the server's long poll)."""
+        return _job_view(await self._send("GET", _job_path(job_id, wait)))
+
+    async def wait_job(self, job_id: str, *, progress: ProgressCallback | None = None, poll: float = 1.0) -> JobView:
+        """Wait until the job has finished and return it, calling `progress(job)` after each look (every `poll`
+        seconds at most): `job.progress` is rows done/total while a load runs."""
+        while True:
+            job = await self.job(job_id, wait=poll)
+            if progress is not None:
+                progress(job)
+            if job.finished:
+                return job
 
     async def health(self) -> dict[str, Any]:
         """`GET /health`: status of the store and providers, and the list of flows."""

@@ -313,7 +313,9 @@ class WebhookConfig(_Strict):
     """An endpoint that receives change events as signed POSTs (docs/events.md)."""
 
     url: str
-    secret: SecretStr = Field(description="the HMAC-SHA256 key of the X-ReMe-Signature header")
+    secret: SecretStr = Field(
+        description="the signing secret: whsec_<base64 key> (Standard Webhooks), or any string (its bytes are the key)"
+    )
     workspaces: list[str] = Field(default_factory=lambda: ["*"], description="the workspaces it hears of; * = all")
     events: list[Literal["ADD", "UPDATE", "DELETE", "INVALIDATE", "JOB"]] = Field(
         default_factory=list, description="the event types it wants; empty = all"

@@ -1,14 +1,21 @@
-"""Webhook delivery: each configured endpoint gets the events it asked for as `POST` JSON, signed with HMAC-SHA256,
-retried with exponential backoff, every attempt logged. A slow or dead endpoint never slows the service: deliveries
-wait in a bounded queue per endpoint (past it they are dropped, and the drop is logged).
+"""Webhook delivery: each configured endpoint gets the events it asked for as `POST` JSON, signed per Standard
+Webhooks, retried with exponential backoff, every attempt logged. A slow or dead endpoint never slows the service:
+deliveries wait in a bounded queue per endpoint (past it they are dropped, and the drop is logged).
 
-Signature: `X-ReMe-Signature: sha256=<hex>` of `<X-ReMe-Timestamp>.<body>` with the endpoint's secret; receivers
-recompute it and reject old timestamps (docs/events.md). `X-ReMe-Event` is the type, `X-ReMe-Delivery` the event id.
+Signature (https://www.standardwebhooks.com, what receivers' `standardwebhooks` libraries verify): `webhook-id` is
+the event id (the same on every retry, for de-duplication), `webhook-timestamp` the attempt's Unix seconds and
+`webhook-signature: v1,<base64 of HMAC-SHA256 of "<id>.<timestamp>.<body>">`. The HMAC key is the bytes a
+`whsec_<base64>` secret encodes, or, for a secret without that prefix, its UTF-8 bytes (`signing_key`).
+
+The headers of the first release (`X-ReMe-Signature: sha256=<hex>` of `<timestamp>.<body>` keyed with the secret
+string, `X-ReMe-Timestamp`, `X-ReMe-Event`, `X-ReMe-Delivery`) are sent too, for this release only (docs/events.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import logging
@@ -22,12 +29,38 @@ import httpx
 import orjson
 
 from reme_service.config.models import EventsConfig, WebhookConfig
+from reme_service.errors import ConfigError
 from reme_service.events.event import Event
 
 logger = logging.getLogger("reme_service.events")
 
 
+SECRET_PREFIX = "whsec_"
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks signature: the bytes of a `whsec_<base64>` secret, else the secret's
+    UTF-8 bytes (a receiver then verifies with those bytes: `standardwebhooks.Webhook(secret.encode())`). Raises
+    ValueError for a `whsec_` secret that is not base64 or is empty."""
+    if not secret.startswith(SECRET_PREFIX):
+        return secret.encode()
+    try:
+        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except binascii.Error:
+        raise ValueError("a whsec_ secret is whsec_ followed by base64") from None
+    if not key:
+        raise ValueError("a whsec_ secret needs a key after whsec_")
+    return key
+
+
+def standard_signature(key: bytes, message_id: str, timestamp: str, body: bytes) -> str:
+    """The `webhook-signature` value: `v1,` and the base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`."""
+    digest = hmac.new(key, f"{message_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
 def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The first release's `X-ReMe-Signature` (sent this release only): `sha256=<hex>` of `<timestamp>.<body>`."""
     return "sha256=" + hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
 
 
@@ -46,6 +79,10 @@ class DeliveryLog:
 class Webhook:
     def __init__(self, config: WebhookConfig, events: EventsConfig, log: DeliveryLog) -> None:
         self.config = config
+        try:
+            self._key = signing_key(config.secret.get_secret_value())
+        except ValueError as exc:
+            raise ConfigError(f"events.webhooks secret of {config.url}: {exc}") from None
         self.settings = events
         self.log = log
         self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=events.queue_size)
@@ -87,6 +124,9 @@ class Webhook:
             timestamp = str(int(time.time()))
             headers = {
                 "content-type": "application/json",
+                "webhook-id": event.event_id,
+                "webhook-timestamp": timestamp,
+                "webhook-signature": standard_signature(self._key, event.event_id, timestamp, body),
                 "x-reme-event": event.type,
                 "x-reme-delivery": event.event_id,
                 "x-reme-timestamp": timestamp,

@@ -9,6 +9,7 @@ audited and metered exactly as the same request made directly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -86,7 +87,8 @@ class FlowJobs:
         request = await asyncio.to_thread(_validate, runner.request_model, job.request)
         token = current_caller.set(job.caller)
         try:
-            return await self._run_flow(runner, request, job.job_id, offload=True)
+            progress = functools.partial(self.queue.progress, job.job_id)
+            return await self._run_flow(runner, request, job.job_id, offload=True, progress=progress)
         finally:
             current_caller.reset(token)
 

@@ -43,7 +43,7 @@ from reme_service.auth.caller import Caller
 from reme_service.config.models import JobsConfig
 from reme_service.errors import ConflictError, ForbiddenError, OverloadedError, ReMeError, error_envelope
 from reme_service.jobs.files import Cancellation, key_digest
-from reme_service.jobs.record import MAX_ATTEMPTS, Job, now
+from reme_service.jobs.record import MAX_ATTEMPTS, Job, JobProgress, now
 from reme_service.state.interfaces import JobStore
 from reme_service.storage.writer import write_gate
 
@@ -276,6 +276,13 @@ class JobQueue:
             return None
         return on_disk or job
 
+    def progress(self, job_id: str, done: int, total: int | None) -> None:
+        """A running job's progress (`Job.progress`), seen by `get` in this process at once; saved with the job's
+        next state."""
+        job = self._jobs.get(job_id)
+        if job is not None and job_id in self._mine:
+            self._jobs[job_id] = job.model_copy(update={"progress": JobProgress(done=done, total=total)})
+
     async def wait(self, job_id: str, seconds: float) -> Job | None:
         """The job once finished, or as it is after `seconds` (at most `MAX_WAIT_SECONDS`)."""
         job = await self.get(job_id)
@@ -360,6 +367,7 @@ class JobQueue:
             if not self._stands(job.caller):  # revoked while it ran: recorded so (`save` applies it), not failed
                 await asyncio.to_thread(self.files.cancel, job.job_id, _revoked())
             outcome = "done" if status == 200 else "failed"
+            job = job.model_copy(update={"progress": (self._jobs.get(job.job_id) or job).progress})  # its last, kept
             job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
             if self._on_finished is not None:
                 self._on_finished(job)

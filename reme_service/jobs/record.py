@@ -17,6 +17,15 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+class JobProgress(BaseModel):
+    """How far a running job is: `done` of `total` rows (None while unknown). Kept in the memory of the process
+    running the job (not written to its file on each step); its last value is saved when the job ends."""
+
+    done: int = 0
+    total: int | None = None
+    unit: Literal["rows"] = "rows"
+
+
 class Job(BaseModel):
     job_id: str
     flow: str
@@ -35,6 +44,7 @@ class Job(BaseModel):
     reason: str | None = Field(
         default=None, description="why the job was cancelled, or its request and result erased (None otherwise)"
     )
+    progress: JobProgress | None = Field(default=None, description="rows done/total, for a flow that reports it")
 
     @property
     def finished(self) -> bool:
@@ -70,4 +80,5 @@ class Job(BaseModel):
             "result": self.result,
             "reason": self.reason,
             "timings": timings,
+            "progress": self.progress.model_dump() if self.progress is not None else None,
         }

@@ -27,9 +27,9 @@ works on that.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path as PathParam, Request
@@ -89,6 +89,8 @@ FIXED_FIELDS = ("memory_id", "workspace_id")
 #: ReMe's older names a memory dict may still carry (`experience_id`, `experience_type`): read, never refused
 LEGACY_FIELDS = frozenset({"experience_id", "experience_type"})
 
+T = TypeVar("T")
+
 WorkspaceId = PathParam(description="the workspace id (URL-encoded)")
 MemoryId = PathParam(description="the memory id")
 MEMORY_PATH = "/workspaces/{workspace_id}/memories/{memory_id}"
@@ -140,22 +142,56 @@ class ManageAPI:
         await store.require_workspace(scope.workspace_id)
         return store
 
+    async def list_page(self, scope: RequestScope, params: Mapping[str, str]) -> dict[str, Any]:
+        """A page of `scope`'s memories and the total of its matches, for the query parameters `params` (limit,
+        cursor, sort, memory_type, q, since, until: the listing route's); 404 for an unknown workspace."""
+        store = await self.existing(scope)
+        workspace_id = scope.workspace_id
+        memory_type = params.get("memory_type") or None
+        if memory_type is not None and memory_type not in MEMORY_TYPES:
+            raise InvalidRequestError(
+                f"memory_type must be one of {', '.join(MEMORY_TYPES)}", details={"field": "memory_type"}
+            )
+        query = ListQuery(
+            limit=parse_limit(params.get("limit")),
+            memory_type=memory_type,
+            q=params.get("q") or None,
+            since=time_bound("since", params.get("since"), end=False),
+            until=time_bound("until", params.get("until"), end=True),
+            sort=parse_sort(params.get("sort")),
+        )
+        cursor = params.get("cursor")
+        if cursor:
+            query = replace(query, after=await self.cursors.open(workspace_id, query, cursor))
+        if query.filtered or not query.by_id:
+            type_filter = {"metadata.memory_type": query.memory_type} if query.memory_type else None
+            nodes = await store.list_nodes(workspace_id, filter=type_filter)
+            page: Page = await off_loop(len(nodes), lambda: page_of_nodes(nodes, query))
+            memories = page.items
+        else:
+            ids = await store.list_ids(workspace_id)
+            page = await off_loop(len(ids), lambda: page_of_ids(ids, query))
+            found = {node.unique_id: node for node in await store.get(workspace_id, page.items)}
+            memories = [memory_dict(found[memory_id]) for memory_id in page.items if memory_id in found]
+        next_cursor = await self.cursors.issue(workspace_id, query, page.last) if page.more and page.last else None
+        return {"memories": memories, "next_cursor": next_cursor, "total": page.total}
+
     async def audited(
         self,
-        request: Request,
+        request_id: str,
         workspace_id: str,
         action: str,
         what: str,
-        change: Callable[[RequestScope, VectorStore], Awaitable[Response]],
+        change: Callable[[RequestScope, VectorStore], Awaitable[T]],
         *,
         creates: bool = False,
-    ) -> Response:
+    ) -> T:
         """Run a change of an existing workspace (or of any, when the change `creates` it) with an audit trail and
         write its record, as the flows do: also when it failed or was refused (a malformed workspace id is a 400
-        before that, and is not recorded)."""
+        before that, and is not recorded). The HTTP routes and the MCP memory tools (`mcp_memory.py`) both change
+        memories through it."""
         workspace_id = validate_workspace_id(workspace_id)
         caller = caller_now()
-        request_id = request_id_from(request.scope.get("headers", ()))
         trail = self.app.audit.new_trail(request_id, AUDIT_FLOW)
         error_code: str | None = None
         try:
@@ -229,47 +265,15 @@ def _read_routes(router: APIRouter, manage: ManageAPI) -> None:
         responses=_answers(MemoryPage),
     )
     async def list_memories(request: Request, workspace_id: str = WorkspaceId) -> Response:
-        params = request.query_params
         scope = manage.scope(workspace_id, "read", "listing memories")
-        store = await manage.existing(scope)
-        workspace_id = scope.workspace_id
-        memory_type = params.get("memory_type") or None
-        if memory_type is not None and memory_type not in MEMORY_TYPES:
-            raise InvalidRequestError(
-                f"memory_type must be one of {', '.join(MEMORY_TYPES)}", details={"field": "memory_type"}
-            )
-        query = ListQuery(
-            limit=parse_limit(params.get("limit")),
-            memory_type=memory_type,
-            q=params.get("q") or None,
-            since=time_bound("since", params.get("since"), end=False),
-            until=time_bound("until", params.get("until"), end=True),
-            sort=parse_sort(params.get("sort")),
-        )
-        cursor = params.get("cursor")
-        if cursor:
-            query = replace(query, after=await manage.cursors.open(workspace_id, query, cursor))
-        if query.filtered or not query.by_id:
-            type_filter = {"metadata.memory_type": query.memory_type} if query.memory_type else None
-            nodes = await store.list_nodes(workspace_id, filter=type_filter)
-            page: Page = await off_loop(len(nodes), lambda: page_of_nodes(nodes, query))
-            memories = page.items
-        else:
-            ids = await store.list_ids(workspace_id)
-            page = await off_loop(len(ids), lambda: page_of_ids(ids, query))
-            found = {node.unique_id: node for node in await store.get(workspace_id, page.items)}
-            memories = [memory_dict(found[memory_id]) for memory_id in page.items if memory_id in found]
-        next_cursor = await manage.cursors.issue(workspace_id, query, page.last) if page.more and page.last else None
-        return json_response(
-            {"memories": memories, "next_cursor": next_cursor, "total": page.total},
-            request_id=request_id_from(request.scope["headers"]),
-        )
+        page = await manage.list_page(scope, request.query_params)
+        return json_response(page, request_id=request_id_from(request.scope["headers"]))
 
     @router.get(MEMORY_PATH, name="manage_get_memory", summary="One memory", responses=_answers(MemoryDict))
     async def get_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
         scope = manage.scope(workspace_id, "read", "reading a memory")
-        node = await _one(await manage.existing(scope), scope.workspace_id, memory_id)
-        return json_response(memory_dict(node), request_id=request_id_from(request.scope["headers"]))
+        memory = await one_memory(await manage.existing(scope), scope.workspace_id, memory_id)
+        return json_response(memory, request_id=request_id_from(request.scope["headers"]))
 
     @router.get(
         MEMORY_PATH + "/history",
@@ -319,20 +323,15 @@ def _change_routes(router: APIRouter, manage: ManageAPI) -> None:
         },
     )
     async def create_memory(request: Request, workspace_id: str = WorkspaceId) -> Response:
-        async def change(scope: RequestScope, store: VectorStore) -> Response:
-            memory = _new_memory(await request.body(), scope.workspace_id)
-            async with store.lock(scope.workspace_id):
-                if await store.get(scope.workspace_id, [memory.memory_id]):
-                    raise ConflictError(
-                        "a memory with this memory_id exists: PATCH it, or leave memory_id out",
-                        details={"memory_id": memory.memory_id},
-                    )
-                await store.upsert(scope.workspace_id, [memory.to_vector_node()])
-            return json_response(
-                memory.model_dump(mode="json"), status=201, request_id=request_id_from(request.scope["headers"])
-            )
+        request_id = request_id_from(request.scope["headers"])
 
-        return await manage.audited(request, workspace_id, "create_memory", "creating a memory", change, creates=True)
+        async def change(scope: RequestScope, store: VectorStore) -> Response:
+            memory = await create_memory_in(store, scope.workspace_id, _json_object(await request.body()))
+            return json_response(memory.model_dump(mode="json"), status=201, request_id=request_id)
+
+        return await manage.audited(
+            request_id, workspace_id, "create_memory", "creating a memory", change, creates=True
+        )
 
     @router.patch(
         MEMORY_PATH,
@@ -342,36 +341,25 @@ def _change_routes(router: APIRouter, manage: ManageAPI) -> None:
         responses=_answers(MemoryDict, body=True),
     )
     async def patch_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
-        async def change(scope: RequestScope, store: VectorStore) -> Response:
-            patch = _patch_body(await request.body())
-            async with store.lock(scope.workspace_id):
-                node = await _one(store, scope.workspace_id, memory_id)
-                current = memory_from_node(node).model_dump(mode="json")
-                for name in FIXED_FIELDS:
-                    if name in patch and patch[name] != current[name]:
-                        raise InvalidRequestError(f"{name} cannot be changed", details={"field": name})
-                updated = _patched(current, patch)
-                new_node = updated.to_vector_node()
-                if new_node.content == node.content and node.vector is not None:
-                    new_node.vector = node.vector  # the indexed text is unchanged: keep its embedding
-                await store.upsert(scope.workspace_id, [new_node])
-            return json_response(updated.model_dump(mode="json"), request_id=request_id_from(request.scope["headers"]))
+        request_id = request_id_from(request.scope["headers"])
 
-        return await manage.audited(request, workspace_id, "patch_memory", "PATCH of a memory", change)
+        async def change(scope: RequestScope, store: VectorStore) -> Response:
+            updated = await patch_memory_in(store, scope.workspace_id, memory_id, _json_object(await request.body()))
+            return json_response(updated.model_dump(mode="json"), request_id=request_id)
+
+        return await manage.audited(request_id, workspace_id, "patch_memory", "PATCH of a memory", change)
 
     @router.delete(
         MEMORY_PATH, name="manage_delete_memory", summary="Delete a memory", responses=_answers(MemoryDeleted)
     )
     async def delete_memory(request: Request, workspace_id: str = WorkspaceId, memory_id: str = MemoryId) -> Response:
-        async def change(scope: RequestScope, store: VectorStore) -> Response:
-            async with store.lock(scope.workspace_id):
-                if not await store.delete_ids(scope.workspace_id, [memory_id]):
-                    raise NotFoundError("no such memory", details={"memory_id": memory_id})
-            return json_response(
-                {"deleted": True, "memory_id": memory_id}, request_id=request_id_from(request.scope["headers"])
-            )
+        request_id = request_id_from(request.scope["headers"])
 
-        return await manage.audited(request, workspace_id, "delete_memory", "DELETE of a memory", change)
+        async def change(scope: RequestScope, store: VectorStore) -> Response:
+            await delete_memory_in(store, scope.workspace_id, memory_id)
+            return json_response({"deleted": True, "memory_id": memory_id}, request_id=request_id)
+
+        return await manage.audited(request_id, workspace_id, "delete_memory", "DELETE of a memory", change)
 
     @router.post(
         "/workspaces/{workspace_id}/import",
@@ -380,6 +368,8 @@ def _change_routes(router: APIRouter, manage: ManageAPI) -> None:
         responses=_answers(ImportResult, body=True),
     )
     async def import_library(request: Request, workspace_id: str = WorkspaceId) -> Response:
+        request_id = request_id_from(request.scope["headers"])
+
         async def change(scope: RequestScope, store: VectorStore) -> Response:
             body = await request.body()
             nodes = await parse_library_bytes(body, scope.workspace_id, "the request body")
@@ -387,9 +377,9 @@ def _change_routes(router: APIRouter, manage: ManageAPI) -> None:
                 # deleted while the body was read or the lock awaited: the import must not bring it back
                 await store.require_workspace(scope.workspace_id)
                 size = await store.replace_workspace(scope.workspace_id, nodes)
-            return json_response({"size": size}, request_id=request_id_from(request.scope["headers"]))
+            return json_response({"size": size}, request_id=request_id)
 
-        return await manage.audited(request, workspace_id, "import", "an import", change)
+        return await manage.audited(request_id, workspace_id, "import", "an import", change)
 
 
 def _summary(workspace_id: str, counted: StoreSummary) -> dict[str, Any]:
@@ -404,6 +394,48 @@ def _summary(workspace_id: str, counted: StoreSummary) -> dict[str, Any]:
     }
 
 
+async def create_memory_in(store: VectorStore, workspace_id: str, data: Any) -> BaseMemory:
+    """Create the memory `data` (a memory dict) in `workspace_id`: 409 when its memory_id exists there."""
+    memory = _new_memory(data, workspace_id)
+    async with store.lock(workspace_id):
+        if await store.get(workspace_id, [memory.memory_id]):
+            raise ConflictError(
+                "a memory with this memory_id exists: PATCH it, or leave memory_id out",
+                details={"memory_id": memory.memory_id},
+            )
+        await store.upsert(workspace_id, [memory.to_vector_node()])
+    return memory
+
+
+async def patch_memory_in(store: VectorStore, workspace_id: str, memory_id: str, patch: Any) -> BaseMemory:
+    """Change the fields `patch` (a JSON object) names of a memory; re-embedded only when its indexed text changes."""
+    fields = _patch_fields(patch)
+    async with store.lock(workspace_id):
+        node = await _one(store, workspace_id, memory_id)
+        current = memory_from_node(node).model_dump(mode="json")
+        for name in FIXED_FIELDS:
+            if name in fields and fields[name] != current[name]:
+                raise InvalidRequestError(f"{name} cannot be changed", details={"field": name})
+        updated = _patched(current, fields)
+        new_node = updated.to_vector_node()
+        if new_node.content == node.content and node.vector is not None:
+            new_node.vector = node.vector  # the indexed text is unchanged: keep its embedding
+        await store.upsert(workspace_id, [new_node])
+    return updated
+
+
+async def delete_memory_in(store: VectorStore, workspace_id: str, memory_id: str) -> None:
+    """Delete a memory; 404 when there is none by that id."""
+    async with store.lock(workspace_id):
+        if not await store.delete_ids(workspace_id, [memory_id]):
+            raise NotFoundError("no such memory", details={"memory_id": memory_id})
+
+
+async def one_memory(store: VectorStore, workspace_id: str, memory_id: str) -> dict[str, Any]:
+    """One memory as the API answers it (`memory_dict`); 404 when there is none by that id."""
+    return memory_dict(await _one(store, workspace_id, memory_id))
+
+
 async def _one(store: VectorStore, workspace_id: str, memory_id: str) -> VectorNode:
     found = await store.get(workspace_id, [memory_id])
     if not found:
@@ -411,10 +443,14 @@ async def _one(store: VectorStore, workspace_id: str, memory_id: str) -> VectorN
     return found[0]
 
 
-def _patch_body(raw: bytes) -> dict[str, Any]:
-    """The fields a PATCH changes, read and limited as the flow endpoints read their bodies (`server/body.py`,
-    `schema/json_limits.py`): no value a memory could not be answered with again is written."""
-    patch = parse_json(raw) if raw.strip() else None
+def _json_object(raw: bytes) -> Any:
+    """A body read as the flow endpoints read theirs (`server/body.py`); None when empty."""
+    return parse_json(raw) if raw.strip() else None
+
+
+def _patch_fields(patch: Any) -> dict[str, Any]:
+    """The fields a PATCH changes, limited as the flow endpoints limit their bodies (`schema/json_limits.py`): no
+    value a memory could not be answered with again is written."""
     if not isinstance(patch, dict) or not patch:
         raise InvalidRequestError("the body must be a JSON object of the fields to change")
     try:
@@ -424,10 +460,9 @@ def _patch_body(raw: bytes) -> dict[str, Any]:
     return patch
 
 
-def _new_memory(raw: bytes, workspace_id: str) -> BaseMemory:
-    """The memory a POST creates in `workspace_id`: its JSON object read and limited as a PATCH's is, validated as
+def _new_memory(data: Any, workspace_id: str) -> BaseMemory:
+    """The memory a POST creates in `workspace_id`: its JSON object limited as a PATCH's is, validated as
     `vector_store insert` validates each memory dict; unknown fields, or another workspace_id, are a 400."""
-    data = parse_json(raw) if raw.strip() else None
     if not isinstance(data, dict) or not data:
         raise InvalidRequestError("the body must be a JSON object: a memory (memory_type, when_to_use, content, …)")
     try:

@@ -1,4 +1,5 @@
-"""The MCP adapter: every flow is a tool (see `mcp_tools.py`), served over stdio, SSE or streamable HTTP.
+"""The MCP adapter: the memory tools (`mcp_memory.py`) and every flow as a tool (`mcp_tools.py`), served over stdio,
+SSE or streamable HTTP.
 
 ```
 reme                                                       # HTTP, with MCP at /mcp and /sse on the same port
@@ -38,6 +39,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reme_service.auth.access import is_loopback
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.mcp_body import StrictJsonBody
+from reme_service.server.mcp_memory import MemoryTools
+from reme_service.server.mcp_sdk import new_server
 from reme_service.server.mcp_sessions import SseSessions
 from reme_service.server.mcp_tools import call_flow, tool_for
 from reme_service.server.origin_guard import OriginGuard, OriginPolicy, host_patterns
@@ -52,25 +55,30 @@ HttpTransport = Literal["sse", "streamable-http", "http"]
 SERVER_NAME = "ReMe"
 INSTRUCTIONS = (
     "Memory for agents. Pass workspace_id to choose the memory space (one per user or per task family). "
-    "Retrieve before acting (retrieve_*), summarise after (summary_*). Every result's structured content is the "
-    "full response: answer, success and metadata (memory_list, update_result, ...)."
+    "add_memory, search_memories, get_memory, update_memory, delete_memory and list_memories keep single memories. "
+    "ReMe's flows: retrieve before acting (retrieve_*), summarise after (summary_*); a flow's structured content is "
+    "the full response: answer, success and metadata (memory_list, update_result, ...)."
 )
 
 
 def build_mcp_server(app: ReMeApp) -> Server[Any, Any]:
-    """A low-level MCP server whose tools are `app.flows`, listed and called at request time."""
-    server: Server[Any, Any] = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
+    """A low-level MCP server whose tools are the memory tools (`mcp_memory.py`) and `app.flows`, listed and called
+    at request time. A flow of the same name as a memory tool is hidden by it."""
+    memory = MemoryTools(app)
 
-    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]  # the SDK's decorators are untyped
     async def list_tools() -> list[types.Tool]:
-        return [tool_for(runner) for runner in app.flows.values()]
+        flows = [tool_for(runner) for name, runner in app.flows.items() if name not in memory]
+        return [*memory.tools(), *flows]
 
-    # Arguments are validated by the flow's pydantic model (errors name the field), not by the SDK's jsonschema.
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    # Arguments are validated by the tool's pydantic model (errors name the field), not by the SDK's jsonschema.
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        if name in memory:
+            return await memory.call(name, arguments)
         return await call_flow(app, name, arguments)
 
-    return server
+    return new_server(
+        SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, list_tools=list_tools, call_tool=call_tool
+    )
 
 
 async def serve_stdio(app: ReMeApp) -> None:

