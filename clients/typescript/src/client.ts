@@ -121,7 +121,8 @@ export class ReMeClient {
     });
   }
 
-  /** The job once finished (`done` or `failed`), long-polling the server; `onProgress` sees every unfinished state. */
+  /** The job once finished (`done`, `failed` or `cancelled`), long-polling the server; `onProgress` sees every
+   * unfinished state. */
   async waitForJob(jobId: string, options: WaitOptions = {}): Promise<Job> {
     const deadline = Date.now() + (options.timeoutMs ?? this.#http.loadTimeoutMs);
     for (;;) {
@@ -130,7 +131,7 @@ export class ReMeClient {
         waitS: Math.max(0, Math.min(left, 2)),
         ...(options.signal ? { signal: options.signal } : {}),
       });
-      if (job.status === "done" || job.status === "failed") return job;
+      if (isFinished(job)) return job;
       options.onProgress?.(job);
       if (Date.now() >= deadline) {
         throw new ClientTimeoutError(`job ${jobId} did not finish in time (status ${job.status})`, {
@@ -142,16 +143,17 @@ export class ReMeClient {
     }
   }
 
-  /** A finished job's answer as the synchronous call would have given it; its typed error when it failed. */
+  /** A finished job's answer as the synchronous call would have given it; its typed error when it failed or was
+   * cancelled (its key revoked: 403; its workspace deleted: 409). */
   jobResult(job: Job): FlowResult {
     const result = job.result;
-    if (job.status !== "done" && job.status !== "failed") {
+    if (!isFinished(job)) {
       throw new ReMeError(`job ${job.job_id} is not finished (status ${job.status})`, { code: "job_not_finished", status: 0 });
     }
     if (job.status === "done" && result?.success === true) {
       return { answer: result.answer ?? "", success: true, metadata: result.metadata ?? {}, requestId: "" };
     }
-    return raise(errorFromResponse(job.http_status ?? 500, JSON.stringify(result ?? {})));
+    return raise(errorFromResponse(job.http_status ?? (job.status === "cancelled" ? 409 : 500), JSON.stringify(result ?? {})));
   }
 
   /** Submit a background flow, wait for it, answer its result (or throw its error). */
@@ -390,4 +392,9 @@ function query(params: Record<string, string | number | undefined>): string {
 
 function raise(error: Error): never {
   throw error;
+}
+
+/** Whether the job has ended: it will not change any more (`done`, `failed` or `cancelled`). */
+export function isFinished(job: Job): boolean {
+  return job.status === "done" || job.status === "failed" || job.status === "cancelled";
 }

@@ -176,13 +176,14 @@ export interface ImportResult {
 
 // -- jobs -----------------------------------------------------------------------------------------------
 
-export type JobStatus = "queued" | "running" | "done" | "failed";
+export type JobStatus = "queued" | "running" | "done" | "failed" | "cancelled";
 
 /** How far a running job is, when its flow reports it (e.g. `vector_store` load: rows done of total). */
+/** How far a running job is: rows embedded of those read, while a `vector_store` `load` runs as a job. */
 export interface JobProgress {
-  done?: number;
-  total?: number | null;
-  [field: string]: unknown;
+  done: number;
+  total: number | null;
+  unit: "rows";
 }
 
 /** What `GET /jobs/{job_id}` answers. */
@@ -203,11 +204,10 @@ export interface Job {
     queue_seconds?: number;
     run_seconds?: number;
   };
-  /** progress of a running job, when the server reports it (optional: older servers do not) */
+  /** why the job was cancelled (its key revoked, its workspace deleted), or its request and result erased */
+  reason?: string | null;
+  /** progress of a running job, for a flow that reports it (null otherwise; absent from older servers) */
   progress?: JobProgress | null;
-  /** rows done / total, when the server reports them at the top level */
-  rows_done?: number;
-  rows_total?: number | null;
 }
 
 /** The 202 answer to a request with `"async": true`. */
