@@ -13,21 +13,26 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
+import psycopg
 import pytest
 
+from reme_service.app import ReMeApp
 from reme_service.auth.access import Access
 from reme_service.auth.keyfile import create_key
 from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
 from reme_service.config.models import AppConfig, AuthConfig
 from reme_service.errors import RateLimitedError, StoreError
+from reme_service.server.http import create_http_app
 from reme_service.state.admin import key_admin
 from reme_service.state.layer import StateLayer
 from reme_service.state.pg.buckets import PgRateLimiter
 from reme_service.state.pg.db import StateDb
 from reme_service.state.settings import StateTarget
 from reme_service.testing.ports import free_port
-from tests.conditions import until_sync
+from reme_service.testing.serve import serve_in_thread
+from tests.conditions import until, until_sync
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 BURST = 5
@@ -97,6 +102,36 @@ def test_nodes_on_one_database_share_each_keys_budget(nodes: tuple[AppConfig, li
     assert asyncio.run(_admit_all(accesses, other, each=1))[0] == 2
 
 
+@pytest.mark.parametrize("nodes", ["postgres"], indirect=True)
+def test_a_take_waiting_on_the_database_leaves_the_event_loop_free(
+    nodes: tuple[AppConfig, list[Access]],
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    config, accesses = nodes
+    key = _key(config, accesses)
+    key_id = key.split("_")[1]
+    table = f"{config.state.table_prefix}buckets"
+    with psycopg.connect(pg_dsn) as holder, psycopg.connect(pg_dsn, autocommit=True) as watcher:
+        # a safety net, not an assertion: were the take run on the loop, the holder's session ends after 20 s
+        holder.execute("SET idle_in_transaction_session_timeout = '20s'")
+
+        def waiting_on_the_row() -> bool:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+            row = watcher.execute(query, (f"%INSERT INTO {table}%",)).fetchone()
+            return row is not None and row[0] > 0
+
+        async def scenario() -> None:
+            await accesses[0].admit(key)  # the key's row exists
+            holder.execute(f"SELECT * FROM {table} WHERE key_id = %s FOR UPDATE", (key_id,))  # noqa: S608
+            take = asyncio.ensure_future(accesses[0].admit(key))
+            await until(waiting_on_the_row)  # the loop runs this while the take waits on the row lock
+            assert not take.done()
+            holder.rollback()
+            assert (await take).key_id == key_id
+
+        asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("nodes", ["files"], indirect=True)
 def test_with_files_each_process_keeps_its_own_buckets(nodes: tuple[AppConfig, list[Access]]) -> None:
     config, accesses = nodes
@@ -128,8 +163,6 @@ def test_a_refused_take_says_how_long_until_a_token_and_takes_nothing(pg_dsn: st
         first = limiter.wait("k")
         assert 0 < first <= 2.0
         until_sync(lambda: limiter.wait("k") == 0.0, limit=30)  # the refusals took nothing: the token comes back
-        fast = PgRateLimiter(db, 1000.0, 1)
-        until_sync(lambda: fast.wait("q") == 0.0 and fast.wait("q") > 0)
     finally:
         db.close()
 
@@ -150,3 +183,34 @@ def test_a_shared_limit_whose_database_is_down_refuses_with_503(tmp_path: Path) 
             asyncio.run(access.admit(key))
     finally:
         db.close()
+
+
+def test_two_served_nodes_answer_429_once_the_keys_shared_budget_is_spent(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
+    prefix = f"t{secrets.token_hex(4)}_"
+    args = [
+        "embedding_model.default.backend=hash", "state.backend=postgres", f"state.dsn={pg_dsn}",
+        f"state.table_prefix={prefix}", "auth.mode=required", "auth.rate_limit.requests_per_second=0.001",
+        f"auth.rate_limit.burst={BURST}",
+    ]  # fmt: skip
+    state = {"backend": "postgres", "dsn": pg_dsn, "table_prefix": prefix}
+    config = AppConfig(data_dir=str(tmp_path / "admin"), state=state)  # type: ignore[arg-type]
+    admin = key_admin(config)
+    _, key = admin.create(workspaces=["ws"], scope="write", name="app")
+    admin.close()
+    apps = [ReMeApp(f"data_dir={tmp_path / node}", *args, env={}) for node in ("a", "b")]
+    body = {"workspace_id": "ws", "action": "list"}
+    try:
+        with serve_in_thread(create_http_app(apps[0])) as a, serve_in_thread(create_http_app(apps[1])) as b:
+            answers = [
+                httpx.post(f"{url}/vector_store", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+                for _ in range(BURST)
+                for url in (a, b)
+            ]
+    finally:
+        for app in apps:
+            asyncio.run(app.state.stop())
+    assert [answer.status_code for answer in answers].count(200) == BURST
+    refused = [answer for answer in answers if answer.status_code != 200]
+    assert {answer.status_code for answer in refused} == {429}
+    assert all(answer.json()["metadata"]["error"]["code"] == "rate_limited" for answer in refused)
+    assert all(int(answer.headers["retry-after"]) >= 1 for answer in refused)
