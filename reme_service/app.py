@@ -106,7 +106,13 @@ class ReMeApp:
         # API keys: read now, so a broken key file or an exposed service without keys stops before serving
         # keys, audit, history and jobs: files under data_dir, or PostgreSQL shared by every node (`state/`)
         self.state = StateLayer.build(self.config, self.data_dir)
-        self.access = Access.open(self.config.auth, self.data_dir, host=self.listen_host(), keyring=self.state.keyring)
+        self.access = Access.open(
+            self.config.auth,
+            self.data_dir,
+            host=self.listen_host(),
+            keyring=self.state.keyring,
+            limiter=self.state.limiter(self.config.auth),
+        )
         self.audit_log = self.state.audit_log
         self.history = self.state.history
         #: what each key holds at once, in this process (the HTTP edge's per-key shares, `auth/shares.py`)

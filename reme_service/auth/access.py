@@ -27,7 +27,7 @@ from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
 from reme_service.config.models import AuthConfig
 from reme_service.errors import ConfigError, RateLimitedError, UnauthorizedError
-from reme_service.state.interfaces import KeyStore
+from reme_service.state.interfaces import KeyStore, RateLimit
 
 logger = logging.getLogger("reme_service.auth")
 
@@ -45,23 +45,39 @@ def keys_path(config: AuthConfig, data_dir: Path) -> Path:
     return Path(config.keys_file).expanduser().resolve() if config.keys_file else data_dir / "auth" / "keys.json"
 
 
+def local_limiter(config: AuthConfig) -> RateLimiter | None:
+    """This process's token buckets, as `auth.rate_limit` says (None: no limit)."""
+    limit = config.rate_limit
+    return RateLimiter(limit.requests_per_second, limit.burst) if limit.requests_per_second else None
+
+
 class Access:
-    def __init__(self, config: AuthConfig, keyring: KeyStore, *, host: str | None) -> None:
+    def __init__(
+        self, config: AuthConfig, keyring: KeyStore, *, host: str | None, limiter: RateLimit | None = None
+    ) -> None:
+        """`limiter`: the shared state's rate limit (None: this process's, from `config.rate_limit`)."""
         self.config = config
         self.keyring = keyring
         self.host = host
         self.exposed = host is not None and not is_loopback(host)
-        limit = config.rate_limit
-        self.limiter = RateLimiter(limit.requests_per_second, limit.burst) if limit.requests_per_second else None
+        self.limiter = limiter if limiter is not None else local_limiter(config)
 
     @classmethod
-    def open(cls, config: AuthConfig, data_dir: Path, *, host: str | None, keyring: KeyStore | None = None) -> Access:
+    def open(
+        cls,
+        config: AuthConfig,
+        data_dir: Path,
+        *,
+        host: str | None,
+        keyring: KeyStore | None = None,
+        limiter: RateLimit | None = None,
+    ) -> Access:
         """Read the keys (the key file, or `keyring`: the shared state's) and check the service may start as
-        configured; ConfigError says why not."""
+        configured; ConfigError says why not. `limiter`: the shared state's rate limit, if any."""
         if keyring is None:
             keyring = KeyRing(keys_path(config, data_dir), reload_seconds=config.reload_seconds)
         keyring.load()
-        access = cls(config, keyring, host=host)
+        access = cls(config, keyring, host=host, limiter=limiter)
         if config.mode == "off":
             if access.exposed:
                 logger.warning(
@@ -82,7 +98,14 @@ class Access:
             return False
         return self.config.mode == "required" or self.exposed or self.keyring.has_keys()
 
+    async def admit(self, key: str | None) -> Caller:
+        """`caller(key)`, in a worker thread when the rate limit waits on the database (shared buckets)."""
+        if self.limiter is not None and self.limiter.blocking and self.checking:
+            return await asyncio.to_thread(self.caller, key)
+        return self.caller(key)
+
     def caller(self, key: str | None) -> Caller:
+        """The caller `key` stands for, after its rate limit (blocking when that limit is shared: see `admit`)."""
         if not self.checking:
             return TRUSTED
         if key is None:

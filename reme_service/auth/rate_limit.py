@@ -15,7 +15,10 @@ class _Bucket:
 
 
 class RateLimiter:
-    """`wait(key_id)` takes a token and returns 0, or returns the seconds until one will be there (nothing taken)."""
+    """`wait(key_id)` takes a token and returns 0, or returns the seconds until one will be there (nothing taken).
+    The buckets are this process's (`state/pg/buckets.py` keeps them in PostgreSQL, shared by every node)."""
+
+    blocking = False  # in memory: cheap enough for the event loop
 
     def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         if rate <= 0 or burst < 1:

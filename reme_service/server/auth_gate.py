@@ -1,7 +1,7 @@
 """`AuthGate`: the ASGI middleware that turns a request's API key into the `Caller` the flows run as.
 
 It sits in front of the HTTP routes and of MCP's SSE and streamable-HTTP apps (stdio is local and trusted). Each
-request's key (`auth.credentials.presented_key`) goes to `Access.caller`; the caller is set in
+request's key (`auth.credentials.presented_key`) goes to `Access.admit`; the caller is set in
 `auth.caller.current_caller` for the rest of the request (read once, `auth.caller.caller_now`, into the request's
 `auth.policy.RequestScope`, which checks the workspace and the scope against it), or the request is answered at
 once: 401 with `WWW-Authenticate: Bearer`, 429 with
@@ -43,7 +43,7 @@ class AuthGate:
             await self.app(scope, receive, send)
             return
         try:
-            caller = self.access.caller(presented_key(scope.get("headers", ())))
+            caller = await self.access.admit(presented_key(scope.get("headers", ())))
         except ReMeError as error:
             await self._refuse(scope, send, error)
             return

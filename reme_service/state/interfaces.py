@@ -35,6 +35,17 @@ class KeyStore(Protocol):
     def flush(self) -> None: ...
 
 
+class RateLimit(Protocol):
+    """A token bucket per API key (`auth.rate_limit.RateLimiter`: this process's; `pg.buckets.PgRateLimiter`: every
+    node's). `wait(key_id)` takes a token and returns 0, or the seconds until one is there (nothing taken);
+    `blocking` says it waits on I/O (run it off the event loop)."""
+
+    @property
+    def blocking(self) -> bool: ...
+
+    def wait(self, key_id: str) -> float: ...
+
+
 class AuditSink(Protocol):
     """Where audit records are appended, durable when `append` returns (`audit.log.AuditLog`, `pg.audit.PgAuditLog`)."""
 

@@ -1,5 +1,6 @@
 """`StateLayer`: the state backend a configuration selects (`state.settings.state_target`), as the objects the app
-wires in: the key ring, the audit sink, the history store and the job store, plus the event fan-out.
+wires in: the key ring, the audit sink, the history store and the job store, plus the event fan-out and the
+rate-limit buckets.
 
 `files` gives today's objects (key file, JSONL logs, job files under data_dir: one machine, `http.workers`
 processes included); `postgres` gives the `state/pg/` ones on one database shared by every node. Nothing connects
@@ -16,12 +17,13 @@ from pathlib import Path
 from reme_service.audit.log import AuditLog
 from reme_service.auth.access import keys_path
 from reme_service.auth.keyring import KeyRing
-from reme_service.config.models import AppConfig
+from reme_service.config.models import AppConfig, AuthConfig
 from reme_service.errors import ReMeError
 from reme_service.events.bus import EventBus
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
-from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore
+from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore, RateLimit
+from reme_service.state.pg.buckets import PgRateLimiter
 from reme_service.state.pg.db import StateDb
 from reme_service.state.pg.events import PgEventRelay
 from reme_service.state.pg.jobs import PgJobStore
@@ -66,6 +68,14 @@ class StateLayer:
             jobs=PgJobStore(db),
             db=db,
         )
+
+    def limiter(self, auth: AuthConfig) -> RateLimit | None:
+        """The rate limit `auth.rate_limit` asks for, on PostgreSQL's shared buckets; None for the files backend
+        (each process keeps its own buckets: `auth.access.local_limiter`) or when there is no limit."""
+        limit = auth.rate_limit
+        if self.db is None or not limit.requests_per_second:
+            return None
+        return PgRateLimiter(self.db, limit.requests_per_second, limit.burst)
 
     @property
     def shared(self) -> bool:

@@ -58,6 +58,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {p}jobs ADD COLUMN IF NOT EXISTS began_writing boolean NOT NULL DEFAULT false;
     CREATE INDEX IF NOT EXISTS {p}jobs_workspace ON {p}jobs (workspace_id);
     """,
+    # 4: whether a rate-limit bucket's last take was granted (`pg.buckets`: told back by the statement that took it)
+    """
+    ALTER TABLE {p}buckets ADD COLUMN IF NOT EXISTS granted boolean NOT NULL DEFAULT true;
+    """,
 )
 
 
