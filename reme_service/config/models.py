@@ -158,6 +158,11 @@ class InputField(_Strict):
         default=None,
         description="a required field that may be left out when this other field is sent non-empty (then: default)",
     )
+    lax: bool = Field(
+        default=False,
+        description="an integer or number field that also takes a numeric string or a whole float ('5', 5.0): for "
+        "fields an LLM fills in a tool call; every other scalar field takes its JSON type only",
+    )
 
     @model_validator(mode="after")
     def _optional_with_needs_required(self) -> InputField:
