@@ -35,9 +35,10 @@ class HttpConfig(_Strict):
     )
     body_timeout: float = Field(default=30.0, gt=0, description="seconds a request body may stall before a 408")
     body_min_rate: float | None = Field(
-        default=1024.0,
+        default=8192.0,
         gt=0,
-        description="bytes/s a request body must average after its first body_timeout seconds, else 408 (null: none)",
+        description="bytes/s a request body must average after its first body_timeout seconds, else 408 (null: none); "
+        "8 KiB/s evicts the ~1.2 KB/s trickles of a slow-body attack and still admits a 64 kbit/s client",
     )
     max_header_bytes: int = Field(default=64 * 1024, ge=1024, description="a larger request head gets 431")
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger request body gets 413")
