@@ -370,7 +370,7 @@ def test_the_default_minimum_rate_evicts_a_trickle_of_1200_bytes_a_second(serve:
     with serve("http.body_timeout=1") as client:
         with connect(str(client.base_url)) as sock:
             sock.sendall(f"{HEAD}Content-Length: 30000000\r\n\r\n".encode())
-            answered: list[object] = []
+            answered: list[socket.socket] = []
             for _ in range(100):  # 10 s of trickling at most; the floor ends it after ~1.2 s
                 answered, _, _ = select.select([sock], [], [], 0.1)
                 if answered:
