@@ -135,6 +135,9 @@ def _flow_route(runner: FlowRunner[ServiceContext]) -> dict[str, Any]:
     if "run_async" in runner.request_model.model_fields:  # a background flow (server/job_routes.py)
         responses[202] = {"description": '"async": true: accepted as a job; metadata.job_id, then GET /jobs/{job_id}'}
         responses[409] = {"description": "the Idempotency-Key was used with another request (`conflict`)"}
+    missing = list(dict.fromkeys(op.not_found for op in runner.tree.ops() if op.not_found))
+    if missing:  # ops that raise NotFoundError
+        responses[404] = {"model": FlowResponse, "description": f"not found (`not_found`): {'; '.join(missing)}"}
     return {
         "methods": ["POST"],
         "summary": runner.description or runner.name,

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import inspect
+import sys
+from pathlib import Path
 
+import pytest
+from fastapi.routing import APIRoute
+
+from reme_service.app import ReMeApp
+from reme_service.server.http import create_http_app
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -31,3 +38,45 @@ def test_every_flow_documents_its_response_envelope(serve: ServeFn) -> None:
         if "post" in item and not path.startswith("/workspaces/"):  # the management API's import is not a flow
             ok = item["post"]["responses"]["200"]["content"]["application/json"]["schema"]
             assert ok == {"$ref": "#/components/schemas/FlowResponse"}, path
+
+
+def _sources(module_name: str) -> str:
+    """A module's source and that of the reme_service.ops modules it takes names from (its helpers)."""
+    module = sys.modules[module_name]
+    helpers: set[str] = {
+        str(getattr(value, "__module__", None) or getattr(value, "__name__", ""))
+        for value in vars(module).values()
+        if inspect.isfunction(value) or inspect.isclass(value) or inspect.ismodule(value)
+    }
+    names = {module_name, *(name for name in helpers if name.startswith("reme_service.ops."))}
+    return "".join(inspect.getsource(sys.modules[name]) for name in sorted(names) if name in sys.modules)
+
+
+def test_every_route_that_can_answer_404_documents_it(tmp_path: Path) -> None:
+    """A flow whose ops (or their helpers) raise NotFoundError, and a route whose module does, list 404 (D22)."""
+    app = ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash")
+    api = create_http_app(app)
+    paths = api.openapi()["paths"]
+    undocumented = [
+        f"POST /{runner.name} ({type(op).__name__})"
+        for runner in app.flows.values()
+        for op in runner.tree.ops()
+        if "NotFoundError(" in _sources(type(op).__module__)
+        and "404" not in paths[f"/{runner.name}"]["post"]["responses"]
+    ]
+    routes = [
+        inner
+        for route in api.routes
+        for inner in (route.original_router.routes if hasattr(route, "original_router") else [route])
+    ]
+    for route in routes:
+        if (
+            isinstance(route, APIRoute)
+            and route.include_in_schema
+            and "NotFoundError" in _sources(route.endpoint.__module__)
+        ):
+            for method in route.methods or ():
+                if "404" not in paths[route.path_format][method.lower()]["responses"]:
+                    undocumented.append(f"{method} {route.path_format}")
+    assert not undocumented, undocumented
+    assert "404" in paths["/jobs/{job_id}"]["get"]["responses"] and "404" in paths["/vector_store"]["post"]["responses"]
