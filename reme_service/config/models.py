@@ -152,6 +152,9 @@ class InputField(_Strict):
     maximum: float | None = None
     exclusive_minimum: float | None = None
     min_items: int | None = None
+    max_length: int | None = Field(
+        default=None, description="the longest string the op accepts (it refuses a longer one): stated in the OpenAPI"
+    )
     workspace: bool = Field(
         default=False, description="the value names another workspace (e.g. copy's source): a key must cover it too"
     )

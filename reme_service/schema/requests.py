@@ -178,6 +178,8 @@ def build_request_model(
             constraints["gt"] = spec.exclusive_minimum
         if spec.min_items is not None:
             constraints["min_length"] = spec.min_items
+        if spec.max_length is not None:  # enforced by the op, with its own error: stated here, not checked twice
+            constraints["json_schema_extra"] = {"maxLength": spec.max_length}
         if spec.required:
             fields[name] = (annotation, Field(..., **constraints))
         else:

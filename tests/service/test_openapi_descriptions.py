@@ -5,12 +5,18 @@ from __future__ import annotations
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.routing import APIRoute
 
 from reme_service.app import ReMeApp
+from reme_service.ops.vector_store.recall_vector_store_op import MAX_TOP_K
+from reme_service.ops.working.file_tools import MAX_PATTERN_CHARS
+from reme_service.schema.paths import MAX_PATH_BYTES
+from reme_service.schema.workspace_ids import MAX_ID_CHARS
 from reme_service.server.http import create_http_app
+from reme_service.server.pages import MAX_LIMIT
 from tests.service.conftest import ServeFn
 
 pytestmark = pytest.mark.service
@@ -80,3 +86,34 @@ def test_every_route_that_can_answer_404_documents_it(tmp_path: Path) -> None:
                     undocumented.append(f"{method} {route.path_format}")
     assert not undocumented, undocumented
     assert "404" in paths["/jobs/{job_id}"]["get"]["responses"] and "404" in paths["/vector_store"]["post"]["responses"]
+
+
+def _field(spec: dict[str, Any], path: str, name: str) -> dict[str, Any]:
+    schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    model = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    field: dict[str, Any] = model["properties"][name]
+    for option in field.get("anyOf", []):  # a nullable field: the constraints are on its non-null branch
+        field = {**option, **field}
+    return field
+
+
+# (flow, field, JSON-schema keyword, the limit the code enforces)
+FLOW_LIMITS = [
+    ("/retrieve_task_memory", "top_k", "maximum", MAX_TOP_K),
+    ("/retrieve_task_memory_simple", "top_k", "maximum", MAX_TOP_K),
+    ("/retrieve_personal_memory", "top_k", "maximum", MAX_TOP_K),
+    ("/retrieve_task_memory", "workspace_id", "maxLength", MAX_ID_CHARS),
+    ("/grep_working_memory", "pattern", "maxLength", MAX_PATTERN_CHARS),
+    ("/read_working_memory", "file_path", "maxLength", MAX_PATH_BYTES),
+    ("/vector_store", "path", "maxLength", MAX_PATH_BYTES),
+]
+
+
+def test_the_openapi_states_the_enforced_limits(tmp_path: Path) -> None:
+    """Each limit the code enforces on a request is stated where a client reads it (D22)."""
+    spec = create_http_app(ReMeApp(f"data_dir={tmp_path}", "embedding_model.default.backend=hash")).openapi()
+    for path, name, keyword, limit in FLOW_LIMITS:
+        assert _field(spec, path, name).get(keyword) == limit, (path, name, keyword)
+    wait = next(p for p in spec["paths"]["/jobs/{job_id}"]["get"]["parameters"] if p["name"] == "wait")
+    assert wait["schema"]["maximum"] == 60
+    assert f"≤ {MAX_LIMIT}" in spec["paths"]["/workspaces"]["get"]["summary"]
