@@ -11,8 +11,11 @@ import pytest
 from fastapi.routing import APIRoute
 
 from reme_service.app import ReMeApp
+from reme_service.config.models import HttpConfig
+from reme_service.ops.common.query_limit import MAX_QUERY_CHARS
 from reme_service.ops.vector_store.recall_vector_store_op import MAX_TOP_K
 from reme_service.ops.working.file_tools import MAX_PATTERN_CHARS
+from reme_service.schema.json_limits import MAX_JSON_DEPTH
 from reme_service.schema.paths import MAX_PATH_BYTES
 from reme_service.schema.workspace_ids import MAX_ID_CHARS
 from reme_service.server.http import create_http_app
@@ -117,3 +120,13 @@ def test_the_openapi_states_the_enforced_limits(tmp_path: Path) -> None:
     wait = next(p for p in spec["paths"]["/jobs/{job_id}"]["get"]["parameters"] if p["name"] == "wait")
     assert wait["schema"]["maximum"] == 60
     assert f"≤ {MAX_LIMIT}" in spec["paths"]["/workspaces"]["get"]["summary"]
+    stated = spec["info"]["description"]
+    http = HttpConfig()
+    for figure in (
+        http.max_header_bytes,
+        http.max_body_bytes,
+        f"{http.body_min_rate:g}",
+        MAX_JSON_DEPTH,
+        MAX_QUERY_CHARS,
+    ):
+        assert str(figure) in stated, figure
