@@ -35,9 +35,10 @@ class HttpConfig(_Strict):
     )
     body_timeout: float = Field(default=30.0, gt=0, description="seconds a request body may stall before a 408")
     body_min_rate: float | None = Field(
-        default=1024.0,
+        default=8192.0,
         gt=0,
-        description="bytes/s a request body must average after its first body_timeout seconds, else 408 (null: none)",
+        description="bytes/s a request body must average after its first body_timeout seconds, else 408 (null: none); "
+        "8 KiB/s evicts the ~1.2 KB/s trickles of a slow-body attack and still admits a 64 kbit/s client",
     )
     max_header_bytes: int = Field(default=64 * 1024, ge=1024, description="a larger request head gets 431")
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=0, description="a larger request body gets 413")
@@ -151,12 +152,20 @@ class InputField(_Strict):
     maximum: float | None = None
     exclusive_minimum: float | None = None
     min_items: int | None = None
+    max_length: int | None = Field(
+        default=None, description="the longest string the op accepts (it refuses a longer one): stated in the OpenAPI"
+    )
     workspace: bool = Field(
         default=False, description="the value names another workspace (e.g. copy's source): a key must cover it too"
     )
     optional_with: str | None = Field(
         default=None,
         description="a required field that may be left out when this other field is sent non-empty (then: default)",
+    )
+    lax: bool = Field(
+        default=False,
+        description="an integer or number field that also takes a numeric string or a whole float ('5', 5.0): for "
+        "fields an LLM fills in a tool call; every other scalar field takes its JSON type only",
     )
 
     @model_validator(mode="after")

@@ -125,6 +125,8 @@ class Op(Node, Generic[P, C]):
     input_names: ClassVar[frozenset[str]] = frozenset()
     readable_keys: ClassVar[frozenset[str]] = frozenset()
     writable_keys: ClassVar[frozenset[str]] = frozenset()
+    # non-empty when the op may raise NotFoundError (404): what may be missing, listed as the flow's 404 in OpenAPI
+    not_found: ClassVar[str] = ""
 
     params: P
 

@@ -15,7 +15,18 @@ import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    create_model,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from reme_service.config.models import FlowConfig, InputField
@@ -35,12 +46,12 @@ class FlowRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    workspace_id: str = Field(
+    workspace_id: StrictStr = Field(
         default="",
         description=f"the workspace (tenant) to read and write: {WORKSPACE_ID_DESCRIPTION}",
         json_schema_extra={"pattern": WORKSPACE_ID_PATTERN, "maxLength": 256},
     )
-    query: str = Field(default="", description="the query text")
+    query: StrictStr = Field(default="", description="the query text")
     messages: list[Message] = Field(default_factory=list, description="OpenAI-style chat messages")
     metadata: dict[str, Any] = Field(default_factory=dict, description="free-form request metadata")
 
@@ -75,24 +86,29 @@ ITEM_SCHEMAS: dict[str, Any] = {
     "Message": Message,
     "Trajectory": Trajectory,
     "ToolCallResult": ToolCallResult,
-    "string": str,
+    "string": StrictStr,
     "object": dict[str, Any],
-    "integer": int,
-    "number": float,
+    "integer": StrictInt,
+    "number": StrictFloat,
     "ToolNames": ToolNames,
     "FilePath": FilePath,
 }
 
+# Strict scalars: ReMe's clients send JSON numbers and strings, so `"5"` or `5.0` for an integer and `"0.5"` for a
+# number are client bugs that lax coercion hid (422 naming the field). An integer is a number (5 for a float is
+# fine). Fields an LLM fills in a tool call are declared `lax` and keep the coercion (`_LAX_SCALARS`).
 _SCALARS: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": float,
+    "string": StrictStr,
+    "integer": StrictInt,
+    "number": StrictFloat,
     # strict: ReMe's clients send JSON booleans (`update_utility = reward == 1`); a 0, 1 or "yes" is a client bug
     # that lax coercion hid (`"update_utility": 0` was read as false)
     "boolean": StrictBool,
     "object": dict[str, Any],
     "any": Any,
 }
+
+_LAX_SCALARS: dict[str, Any] = {"integer": int, "number": float}
 
 
 def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
@@ -114,6 +130,8 @@ def _field_type(spec: InputField, schemas: Mapping[str, Any]) -> Any:
         if spec.items not in schemas:
             raise ValueError(f"unknown string schema {spec.items!r}; valid: {', '.join(schemas)}")
         return schemas[spec.items]
+    if spec.lax and spec.type in _LAX_SCALARS:
+        return _LAX_SCALARS[spec.type]
     return _SCALARS[spec.type]
 
 
@@ -160,6 +178,8 @@ def build_request_model(
             constraints["gt"] = spec.exclusive_minimum
         if spec.min_items is not None:
             constraints["min_length"] = spec.min_items
+        if spec.max_length is not None:  # enforced by the op, with its own error: stated here, not checked twice
+            constraints["json_schema_extra"] = {"maxLength": spec.max_length}
         if spec.required:
             fields[name] = (annotation, Field(..., **constraints))
         else:

@@ -43,7 +43,11 @@ def event_router(app: ReMeApp) -> APIRouter:
     """`GET /events` of `app`."""
     router = APIRouter()
 
-    @router.get("/events", summary="Change events as server-sent events (ADD, UPDATE, DELETE, INVALIDATE, JOB)")
+    @router.get(
+        "/events",
+        summary="Change events as server-sent events (ADD, UPDATE, DELETE, INVALIDATE, JOB)",
+        responses={404: {"description": "change events are off: events.enabled is false (the error envelope)"}},
+    )
     async def events(
         workspace: str | None = Query(
             None, description="only this workspace's events (default: every one the key covers)"

@@ -64,7 +64,7 @@ OPEN_BODY_BYTES = 4096  # the body a request to an open path (or OPTIONS) may ca
 class EdgeLimits:
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout: float = 30.0
-    body_min_rate: float | None = 1024.0  # bytes/s a body must average after its first body_timeout seconds
+    body_min_rate: float | None = 8192.0  # bytes/s a body must average after its first body_timeout seconds
     limit_concurrency: int | None = 256
     body_budget_bytes: int | None = 128 * 1024 * 1024  # bodies buffered at once, every connection
     retry_after: int = 1

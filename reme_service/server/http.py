@@ -32,6 +32,8 @@ from reme_service.flow.context import FlowResponse
 from reme_service.flow.runner import FlowRunner
 from reme_service.observe.request_info import current_request
 from reme_service.ops.common.context import ServiceContext
+from reme_service.ops.common.query_limit import MAX_QUERY_CHARS
+from reme_service.schema.json_limits import MAX_JSON_DEPTH
 from reme_service.server.auth_gate import AuthGate
 from reme_service.server.body import decode_body
 from reme_service.server.docs import STATIC_PREFIX, docs_router, docs_static
@@ -135,6 +137,9 @@ def _flow_route(runner: FlowRunner[ServiceContext]) -> dict[str, Any]:
     if "run_async" in runner.request_model.model_fields:  # a background flow (server/job_routes.py)
         responses[202] = {"description": '"async": true: accepted as a job; metadata.job_id, then GET /jobs/{job_id}'}
         responses[409] = {"description": "the Idempotency-Key was used with another request (`conflict`)"}
+    missing = list(dict.fromkeys(op.not_found for op in runner.tree.ops() if op.not_found))
+    if missing:  # ops that raise NotFoundError
+        responses[404] = {"model": FlowResponse, "description": f"not found (`not_found`): {'; '.join(missing)}"}
     return {
         "methods": ["POST"],
         "summary": runner.description or runner.name,
@@ -144,13 +149,27 @@ def _flow_route(runner: FlowRunner[ServiceContext]) -> dict[str, Any]:
     }
 
 
+def _limits_text(app: ReMeApp) -> str:
+    """The limits every request meets, enforced at the edge and in the request models (the OpenAPI description);
+    a field's own bounds are on the field."""
+    http = app.config.http
+    rate = f"{http.body_min_rate:g} bytes/s on average after that" if http.body_min_rate else "no rate floor"
+    return (
+        "Limits on every request: a head of at most "
+        f"{http.max_header_bytes} bytes (431); a body of at most {http.max_body_bytes} bytes (413), arriving within "
+        f"{http.body_timeout:g} s of its last bytes and at {rate} (408); JSON nested at most {MAX_JSON_DEPTH} deep, "
+        "integers within 64 bits, valid Unicode (422). The retrieval flows read the first "
+        f"{MAX_QUERY_CHARS} characters of `query` (a longer one is cut; metadata.warning says so)."
+    )
+
+
 def _openapi_of(api: FastAPI, app: ReMeApp) -> Callable[[], dict[str, Any]]:
     """OpenAPI as if each flow took its request model: made once, on first use, by a twin app that only documents
     (the other routes are shared as they are)."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
-            twin = FastAPI(title=api.title, version=api.version)
+            twin = FastAPI(title=api.title, version=api.version, description=_limits_text(app))
             for route in api.routes:
                 if not isinstance(route, _FlowRoute):  # the served flows: documented below
                     twin.router.routes.append(route)

@@ -80,7 +80,11 @@ def job_router(app: ReMeApp) -> APIRouter:
     """`GET /jobs/{job_id}` of `app`."""
     router = APIRouter()
 
-    @router.get("/jobs/{job_id}", summary="A background job: status, timings and, once finished, the flow's answer")
+    @router.get(
+        "/jobs/{job_id}",
+        summary="A background job: status, timings and, once finished, the flow's answer",
+        responses={404: {"description": "no such job, or not one of the key's workspaces (the error envelope)"}},
+    )
     async def get_job(
         request: Request,
         job_id: str,

@@ -364,6 +364,25 @@ def test_a_trickled_body_gets_408_once_it_falls_below_the_minimum_rate(serve: Se
         assert client.get("/health").status_code == 200
 
 
+def test_the_default_minimum_rate_evicts_a_trickle_of_1200_bytes_a_second(serve: ServeFn) -> None:
+    """Issue 37's attacker announced 30 MB and sent 120 bytes every 100 ms; the default floor (8 KiB/s past the
+    first body_timeout) ends it soon after body_timeout. The old default, 1 KiB/s, let it trickle on forever."""
+    with serve("http.body_timeout=1") as client:
+        with connect(str(client.base_url)) as sock:
+            sock.sendall(f"{HEAD}Content-Length: 30000000\r\n\r\n".encode())
+            answered: list[socket.socket] = []
+            for _ in range(100):  # 10 s of trickling at most; the floor ends it after ~1.2 s
+                answered, _, _ = select.select([sock], [], [], 0.1)
+                if answered:
+                    break
+                sock.send(b" " * 120)
+            assert answered, "the trickle was still being read after 10 s"
+            status, headers, body = read_response(sock)
+        assert status == 408 and headers["connection"] == "close"
+        envelope = assert_envelope(body, "request_timeout")
+        assert "http.body_min_rate" in envelope["metadata"]["error"]["message"]
+
+
 def test_a_slow_body_above_the_minimum_rate_is_served_past_body_timeout(serve: ServeFn) -> None:
     """The floor is an average, after a grace of body_timeout: a body sent at ~300 bytes/s for ~1.5 s (longer than
     body_timeout, 1 s) is read and answered."""
@@ -387,7 +406,7 @@ def test_a_422_echoes_only_an_excerpt_of_the_input(serve: ServeFn) -> None:
         )
         assert response.status_code == 422
         (item,) = response.json()["detail"]
-        assert item["loc"] == ["body", "top_k"] and item["type"] == "int_parsing"
+        assert item["loc"] == ["body", "top_k"] and item["type"] == "int_type"
         assert item["input"].startswith("xxx") and len(item["input"]) <= 201
         small = client.post("/retrieve_task_memory", json={"workspace_id": "ws", "query": "q", "top_k": "many"})
         assert small.json()["detail"][0]["input"] == "many"

@@ -62,6 +62,7 @@ def _require(ctx: ServiceContext, spec: Input[V]) -> V:
 
 class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
     inputs = (ACTION, PATH, SRC_WORKSPACE_ID, MEMORY_IDS, MEMORY_DICTS, LIMIT, OFFSET, MEMORY_ID)
+    not_found = "load: the memory library file does not exist"
 
     async def run(self, ctx: ServiceContext) -> None:
         action = ctx.input(ACTION)

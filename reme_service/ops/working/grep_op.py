@@ -37,6 +37,7 @@ class GrepParams(OpParams):
 
 class GrepOp(ServiceOp[GrepParams]):
     inputs = (fields.FILE_PATH, PATTERN, LIMIT, LITERAL, CASE_SENSITIVE)
+    not_found = "the file does not exist in the working-memory root"
 
     async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.working_root)

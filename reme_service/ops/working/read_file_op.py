@@ -25,6 +25,7 @@ LIMIT: Input[int] = Input("limit", int, default=0)
 
 class ReadFileOp(ServiceOp[OpParams]):
     inputs = (fields.FILE_PATH, OFFSET, LIMIT)
+    not_found = "the file does not exist in the working-memory root"
 
     async def run(self, ctx: ServiceContext) -> None:
         root = WorkingRoot(ctx.working_root)
