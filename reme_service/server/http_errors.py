@@ -6,7 +6,7 @@ lists for every flow endpoint."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -14,7 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from reme_service.errors import (
     HTTPStatusError,
@@ -150,12 +151,16 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def _allowed_methods(api: FastAPI, request: Request) -> str:
-    """Every method some route serves at the request's path, as an `Allow` value (each asked of the router as a
-    request with that method would be): Starlette names only the first route whose path matches, and
+    return allowed_methods(api.router.routes, request.scope)
+
+
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> str:
+    """Every method some route serves at `scope`'s path, as an `Allow` value (each asked of the routes as a request
+    with that method would be): Starlette names only the first route whose path matches, and
     `GET /workspaces/{id}/memories/{mid}` hid its PATCH and DELETE."""
     allowed = []
     for method in _METHODS:
-        scope = {**request.scope, "method": method}
-        if any(route.matches(scope)[0] is Match.FULL for route in api.router.routes):
+        asked = {**scope, "method": method}
+        if any(route.matches(asked)[0] is Match.FULL for route in routes):
             allowed.append(method)
     return ", ".join(allowed)

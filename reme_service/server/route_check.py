@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from reme_service.errors import ReMeError
-from reme_service.server.http_errors import no_route, wrong_method
+from reme_service.server.http_errors import allowed_methods, no_route, wrong_method
 
 
 def _match(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Match, BaseRoute | None]:
@@ -24,19 +24,6 @@ def _match(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Match, BaseRoute 
         if match is Match.PARTIAL and partial is None:
             partial = route
     return (Match.PARTIAL, partial) if partial is not None else (Match.NONE, None)
-
-
-def _methods(route: BaseRoute | None, scope: Scope) -> set[str]:
-    """The methods of the route that serves `scope`'s path (through FastAPI's included routers, which hold their
-    routes in `original_router`)."""
-    if isinstance(route, Route):
-        return set(route.methods or ())
-    inner = getattr(getattr(route, "original_router", None), "routes", None)
-    if inner is not None:
-        match, found = _match(inner, scope)
-        if match is Match.PARTIAL:
-            return _methods(found, scope)
-    return set()
 
 
 def route_refusal(
@@ -52,7 +39,7 @@ def route_refusal(
     if match is Match.FULL:
         return None
     if match is Match.PARTIAL:
-        allowed = ", ".join(sorted(_methods(route, scope)))
+        allowed = allowed_methods(routes, scope)
         return wrong_method(method, path, allowed), [(b"allow", allowed.encode())] if allowed else []
     if path != "/":  # the router redirects `/x/` to `/x` (and back) when that one is served
         other = path[:-1] if path.endswith("/") else path + "/"
