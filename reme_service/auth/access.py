@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 
 from reme_service.auth.caller import TRUSTED, Caller
+from reme_service.auth.keyfile import keys_unreadable
 from reme_service.auth.keyring import KeyRing
 from reme_service.auth.rate_limit import RateLimiter
 from reme_service.config.models import AuthConfig
@@ -109,6 +110,8 @@ class Access:
         if not self.checking:
             return TRUSTED
         if key is None:
+            if self.keyring.unavailable() is not None:  # open or not is unknown: neither admitted nor told 401
+                raise keys_unreadable()
             raise UnauthorizedError(
                 "an API key is required: send it as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
             )

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reme_service.auth.caller import ALL_WORKSPACES, Caller, Scope
 from reme_service.durable import atomic_write, exclusive_lock
-from reme_service.errors import ConfigError
+from reme_service.errors import ConfigError, StoreError
 
 KEY_PATTERN = re.compile(r"rk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 LAST_USED_FILE = "last_used.json"
@@ -145,3 +145,9 @@ def read_last_used(path: Path) -> dict[str, datetime]:
 def write_last_used(path: Path, used: dict[str, datetime]) -> None:
     payload = {key: moment.isoformat() for key, moment in used.items()}
     atomic_write(path.parent / LAST_USED_FILE, [orjson.dumps(payload)])
+
+
+def keys_unreadable() -> StoreError:
+    """What a request gets while a shared key table cannot be read (`state.pg.keys.PgKeyRing`): a 503, keyless or
+    not, since whether a key is needed cannot be known."""
+    return StoreError("the state database is unreachable, so API keys cannot be checked now; retry shortly")

@@ -82,6 +82,10 @@ class KeyRing:
         self._broken = None
         self._stamp = stamp
 
+    def unavailable(self) -> str | None:
+        """Always None: a key file that cannot be read keeps checking on (`has_keys`), and its keys are refused."""
+        return None
+
     def has_keys(self) -> bool:
         """Whether the file holds any key, revoked ones included (or is broken: then the answer must be yes, so
         that checking stays on). Revoking the last key must not open a service that keys had closed."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from reme_service.audit.log import read_records
 from reme_service.audit.record import AuditRecord
@@ -16,10 +16,10 @@ from reme_service.auth.access import keys_path
 from reme_service.auth.caller import Scope
 from reme_service.auth.keyfile import KeyRecord
 from reme_service.config.models import AppConfig
-from reme_service.state.pg import keys as pg_keys
-from reme_service.state.pg.db import StateDb
-from reme_service.state.pg.records import read_audit
 from reme_service.state.settings import state_target
+
+if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
+    from reme_service.state.pg.db import StateDb
 
 
 class KeyAdmin(Protocol):
@@ -59,13 +59,19 @@ class PgKeyAdmin:
         self.where = f"PostgreSQL ({db.table('keys')})"
 
     def create(self, *, workspaces: Sequence[str], scope: Scope, name: str = "") -> tuple[KeyRecord, str]:
-        return pg_keys.create_key(self.db, workspaces=workspaces, scope=scope, name=name)
+        from reme_service.state.pg.keys import create_key
+
+        return create_key(self.db, workspaces=workspaces, scope=scope, name=name)
 
     def list(self) -> list[tuple[KeyRecord, datetime | None]]:
-        return pg_keys.read_keys(self.db)
+        from reme_service.state.pg.keys import read_keys
+
+        return read_keys(self.db)
 
     def revoke(self, key_id: str) -> KeyRecord:
-        return pg_keys.revoke_key(self.db, key_id)
+        from reme_service.state.pg.keys import revoke_key
+
+        return revoke_key(self.db, key_id)
 
     def close(self) -> None:
         self.db.close()
@@ -74,6 +80,8 @@ class PgKeyAdmin:
 def key_admin(config: AppConfig) -> KeyAdmin:
     target = state_target(config)
     if target.backend == "postgres":
+        from reme_service.state.pg.db import StateDb
+
         return PgKeyAdmin(StateDb(target, max_size=1))
     return FileKeyAdmin(keys_path(config.auth, Path(config.data_dir).expanduser().resolve()))
 
@@ -84,6 +92,9 @@ def audit_records(
     """The audit records of the configured state, oldest first, of `workspace` (all when None) in [since, until)."""
     target = state_target(config)
     if target.backend == "postgres":
+        from reme_service.state.pg.db import StateDb
+        from reme_service.state.pg.records import read_audit
+
         db = StateDb(target, max_size=1)
         try:
             yield from read_audit(db, workspace=workspace, since=since, until=until)

@@ -28,6 +28,10 @@ class KeyStore(Protocol):
 
     def has_active_keys(self) -> bool: ...
 
+    def unavailable(self) -> str | None:
+        """Why the keys cannot be read now (None: they can). Then no request can be admitted, keyless ones
+        included: whether a key is needed is not known."""
+
     def authenticate(self, key: str) -> Caller: ...
 
     def current(self, key_id: str) -> Caller | None: ...

@@ -13,23 +13,22 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reme_service.audit.log import AuditLog
 from reme_service.auth.access import keys_path
 from reme_service.auth.keyring import KeyRing
 from reme_service.config.models import AppConfig, AuthConfig
-from reme_service.errors import ReMeError
+from reme_service.errors import ConfigError, ReMeError
 from reme_service.events.bus import EventBus
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
 from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore, RateLimit
-from reme_service.state.pg.buckets import PgRateLimiter
-from reme_service.state.pg.db import StateDb
-from reme_service.state.pg.events import PgEventRelay
-from reme_service.state.pg.jobs import PgJobStore
-from reme_service.state.pg.keys import PgKeyRing
-from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
 from reme_service.state.settings import StateTarget, state_target
+
+if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
+    from reme_service.state.pg.db import StateDb
+    from reme_service.state.pg.events import PgEventRelay
 
 
 def _folder(configured: str, default: Path) -> Path:
@@ -59,6 +58,15 @@ class StateLayer:
                 else None,
                 jobs=JobFiles(_folder(config.jobs.dir, data_dir / "jobs")),
             )
+        try:
+            from reme_service.state.pg.db import StateDb
+            from reme_service.state.pg.jobs import PgJobStore
+            from reme_service.state.pg.keys import PgKeyRing
+            from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+        except ImportError as exc:
+            raise ConfigError(
+                f"state.backend postgres needs psycopg ({exc}): pip install 'reme-service[pgvector]'"
+            ) from None
         db = StateDb(target)
         return cls(
             target,
@@ -75,6 +83,8 @@ class StateLayer:
         limit = auth.rate_limit
         if self.db is None or not limit.requests_per_second:
             return None
+        from reme_service.state.pg.buckets import PgRateLimiter
+
         return PgRateLimiter(self.db, limit.requests_per_second, limit.burst)
 
     @property
@@ -92,6 +102,8 @@ class StateLayer:
         except ReMeError:
             pass  # reported by /health and by each use until the database is back
         if events.active:
+            from reme_service.state.pg.events import PgEventRelay
+
             self._relay = PgEventRelay(self.db, events)
             self._relay.start()
 
@@ -99,9 +111,11 @@ class StateLayer:
         if self._relay is not None:
             await self._relay.stop()
             self._relay = None
-        if isinstance(self.keyring, PgKeyRing):
-            await asyncio.to_thread(self.keyring.close)
         if self.db is not None:
+            from reme_service.state.pg.keys import PgKeyRing
+
+            if isinstance(self.keyring, PgKeyRing):
+                await asyncio.to_thread(self.keyring.close)
             await asyncio.to_thread(self.db.close)
 
     async def health(self) -> dict[str, str]:
@@ -112,4 +126,7 @@ class StateLayer:
             await asyncio.to_thread(self.db.ready)
         except ReMeError as exc:
             return {"status": "down", "backend": "postgres", "reason": exc.message}
+        unread = self.keyring.unavailable()
+        if unread is not None:  # reachable again, and the keys not re-read yet (within `auth.reload_seconds`)
+            return {"status": "down", "backend": "postgres", "reason": f"the API keys are not read yet: {unread}"}
         return {"status": "ok", "backend": "postgres"}

@@ -143,7 +143,9 @@ async def test_a_regex_bomb_answers_400_in_its_budget_and_blocks_nobody(
     (folder / "bomb.txt").write_text("a" * 24 + "!\n", encoding="utf-8")
     (folder / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
     answered_while_searching = 0  # health checks and other greps answered while the bomb's search ran
-    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]') as reme:
+    # one caller runs all of it here (the Python API): it may run two searches at once, so that its other greps are
+    # not queued behind its own bomb by the per-key share of the regex lane (`auth/shares.FairLane`, tested on its own)
+    async with app(tmp_path, 'enabled_flows=["grep_working_memory"]', "auth.per_key.regex=2") as reme:
         bomb = asyncio.create_task(
             reme.async_execute(name="grep_working_memory", file_path="bomb.txt", pattern=r"(a|a)+$")
         )

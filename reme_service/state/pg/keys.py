@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 import psycopg
 
 from reme_service.auth.caller import ALL_WORKSPACES, Caller, Scope
-from reme_service.auth.keyfile import KeyRecord, hash_key, parse_key
-from reme_service.errors import HTTPStatusError, ReMeError, UnauthorizedError
+from reme_service.auth.keyfile import KeyRecord, hash_key, keys_unreadable, parse_key
+from reme_service.errors import ReMeError, UnauthorizedError
 from reme_service.state.pg.db import Conn, StateDb
 
 logger = logging.getLogger("reme_service.state")
@@ -159,6 +159,9 @@ class PgKeyRing:
     def has_keys(self) -> bool:
         return self._broken is not None or bool(self._keys)
 
+    def unavailable(self) -> str | None:
+        return self._broken
+
     def has_active_keys(self) -> bool:
         """Whether a key may serve: yes while the table cannot be read (a node whose database is down starts, and
         answers 503 until it is back, instead of refusing to start for want of keys it cannot see)."""
@@ -168,7 +171,7 @@ class PgKeyRing:
         """The caller `key` stands for; 401 for a malformed, unknown or revoked key, 503 while the table cannot be
         read."""
         if self._broken is not None:
-            raise HTTPStatusError("API keys cannot be checked now (see the server log)", status=503, code="unavailable")
+            raise keys_unreadable()
         key_id = parse_key(key)
         record = self._keys.get(key_id) if key_id else None
         if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
