@@ -1,17 +1,25 @@
 """The TypeScript client of `clients/typescript` for the tests that run it: npm and node located (or the test
-skipped, saying why), the package installed from its lock file and built once per test session."""
+skipped, saying why), the package installed from its lock file and built once per test session, and used under a
+lock that every pytest session of the machine takes: `scripts/test.sh` runs the store passes beside the main pass,
+and one session's `npm ci` (which empties `node_modules`) or build (which rewrites `dist/`) must not run under
+another's (npm failed with ENOTEMPTY when they met)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from reme_service.durable import exclusive_lock
 from tests.conftest import REPO_ROOT
 
 CLIENT_DIR = REPO_ROOT / "clients" / "typescript"
@@ -46,8 +54,17 @@ def run_npm(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
 
 
 @functools.cache
-def built_client() -> Path:
-    """clients/typescript installed (`npm ci`: the lock file's versions) and built (`dist/`), once per session."""
+def _build() -> Path:
     run_npm("ci", "--no-audit", "--no-fund")
     run_npm("run", "build")
     return CLIENT_DIR / "dist"
+
+
+@contextmanager
+def built_client() -> Iterator[Path]:
+    """clients/typescript installed (`npm ci`: the lock file's versions) and built (`dist/`) once per session, held
+    for the `with` block under the machine-wide lock of this checkout's client (see the module docstring)."""
+    npm()  # skip before waiting for a lock when node is missing
+    digest = hashlib.sha256(str(CLIENT_DIR).encode()).hexdigest()[:16]
+    with exclusive_lock(Path(tempfile.gettempdir()) / f"reme-ts-client-{digest}.lock"):
+        yield _build()

@@ -54,9 +54,8 @@ def _admin_key(tmp_path: Path, keyed: bool) -> str:
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "with-api-key"])
 def test_node_client_tests_pass_against_a_live_server(serve: ServeFn, tmp_path: Path, keyed: bool) -> None:
     node = _node()
-    built_client()  # the cookbook imports clients/typescript/dist
     key = _admin_key(tmp_path, keyed)
-    with serve(*_overrides(tmp_path)) as client:
+    with built_client(), serve(*_overrides(tmp_path)) as client:  # the cookbook imports clients/typescript/dist
         result = _run([node, "--test", "cookbook/node/"], str(client.base_url).rstrip("/"), api_key=key)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
