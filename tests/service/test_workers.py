@@ -56,7 +56,9 @@ def test_a_store_one_process_owns_is_refused_with_one_line(tmp_path: Path) -> No
     ]
 
 
-def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> None:
+def supervisor_command(tmp_path: Path, pg_dsn: str) -> tuple[int, list[str], dict[str, str]]:
+    """`reme http.workers=2` on a free port over PostgreSQL (a table prefix of its own): the port, the command and
+    its environment (no FLOW_/REME_ variables of the test run)."""
     port = free_port()
     args = [
         "http.workers=2",
@@ -68,7 +70,12 @@ def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> N
         f"vector_store.default.params.table_prefix=w{secrets.token_hex(3)}_",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))}
-    parent = subprocess.Popen([sys.executable, "-m", "reme_service", *args], env=env, stderr=subprocess.PIPE, text=True)
+    return port, [sys.executable, "-m", "reme_service", *args], env
+
+
+def test_two_workers_share_port_store_and_jobs(tmp_path: Path, pg_dsn: str) -> None:
+    port, command, env = supervisor_command(tmp_path, pg_dsn)
+    parent = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(parent, base, limit=120)
@@ -154,26 +161,14 @@ def port_is_free(port: int) -> bool:
 def test_workers_die_with_their_supervisor_and_a_second_start_is_refused(tmp_path: Path, pg_dsn: str) -> None:
     """kill -9 of the supervisor takes its workers with it (PR_SET_PDEATHSIG, and the parent pipe), freeing the
     port; while they serve, a second start on their port is refused with one line."""
-    port = free_port()
-    args = [
-        "http.workers=2",
-        f"http.port={port}",
-        f"data_dir={tmp_path / 'data'}",
-        "embedding_model.default.backend=hash",
-        "vector_store.default.backend=pgvector",
-        f"vector_store.default.params.dsn={pg_dsn}",
-        f"vector_store.default.params.table_prefix=w{secrets.token_hex(3)}_",
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOW_", "REME_"))}
-    parent = subprocess.Popen([sys.executable, "-m", "reme_service", *args], env=env, stderr=subprocess.PIPE, text=True)
+    port, command, env = supervisor_command(tmp_path, pg_dsn)
+    parent = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     workers: set[int] = set()
     try:
         wait_ready(parent, f"http://127.0.0.1:{port}", limit=120)
         until_sync(lambda: len(children_of(parent.pid)) == 2, limit=30)
         workers = children_of(parent.pid)
-        second = subprocess.run(
-            [sys.executable, "-m", "reme_service", *args], env=env, capture_output=True, text=True, timeout=60
-        )
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2
         assert second.stderr.strip().count("\n") == 0 and "cannot listen on" in second.stderr, second.stderr
         parent.kill()
