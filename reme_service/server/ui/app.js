@@ -170,6 +170,13 @@
       el("p", { class: "preview", text: content.length > 240 ? content.slice(0, 240) + "…" : content }));
   }
 
+  /** The open workspace's listing again from its first page (new filters, sort or contents). */
+  function firstPage() {
+    state.cursors = [null];
+    state.page = 0;
+    loadPage();
+  }
+
   async function loadPage() {
     const seq = ++state.seq;
     state.mode = "list";
@@ -414,9 +421,7 @@
       $("create").close();
       notice("Created " + created.memory_id);
       state.fresh = new Set([created.memory_id]);
-      state.cursors = [null];
-      state.page = 0;
-      loadPage();
+      firstPage();
       loadWorkspaces();
     } catch (err) {
       showError(err);
@@ -622,9 +627,7 @@
       const data = await api(wsPath("/import"), { method: "POST", body: file,
         headers: { "Content-Type": "application/x-ndjson" } });
       notice("Imported " + data.size + " memories into " + state.workspace);
-      state.cursors = [null];
-      state.page = 0;
-      loadPage();
+      firstPage();
       loadWorkspaces();
     } catch (err) {
       showError(err);
@@ -653,13 +656,8 @@
     });
     $("ws-refresh").addEventListener("click", loadWorkspaces);
     $("status-refresh").addEventListener("click", loadStatus);
-    const relist = () => {
-      state.cursors = [null];
-      state.page = 0;
-      loadPage();
-    };
-    $("filter-form").addEventListener("submit", (event) => { event.preventDefault(); relist(); });
-    $("sort").addEventListener("change", relist);
+    $("filter-form").addEventListener("submit", (event) => { event.preventDefault(); firstPage(); });
+    $("sort").addEventListener("change", () => firstPage());
     $("filter-type").addEventListener("change", searchMode);
     $("search-form").addEventListener("submit", (event) => {
       event.preventDefault();
