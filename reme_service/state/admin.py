@@ -16,7 +16,7 @@ from reme_service.auth.access import keys_path
 from reme_service.auth.caller import Scope
 from reme_service.auth.keyfile import KeyRecord
 from reme_service.config.models import AppConfig
-from reme_service.state.settings import state_target
+from reme_service.state.settings import files_folder, state_target
 
 if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
     from reme_service.state.pg.db import StateDb
@@ -102,7 +102,7 @@ def audit_records(
             db.close()
         return
     data_dir = Path(config.data_dir).expanduser().resolve()
-    directory = Path(config.audit.dir).expanduser().resolve() if config.audit.dir else data_dir / "audit"
+    directory = files_folder(config.audit.dir, data_dir, "audit")
     for record in read_records(directory):
         if workspace and record.workspace_id != workspace:
             continue

@@ -24,15 +24,11 @@ from reme_service.events.bus import EventBus
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
 from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore, RateLimit
-from reme_service.state.settings import StateTarget, state_target
+from reme_service.state.settings import StateTarget, files_folder, state_target
 
 if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
     from reme_service.state.pg.db import StateDb
     from reme_service.state.pg.events import PgEventRelay
-
-
-def _folder(configured: str, default: Path) -> Path:
-    return Path(configured).expanduser().resolve() if configured else default
 
 
 @dataclass
@@ -52,11 +48,11 @@ class StateLayer:
             return cls(
                 target,
                 keyring=KeyRing(keys_path(config.auth, data_dir), reload_seconds=config.auth.reload_seconds),
-                audit_log=AuditLog(_folder(config.audit.dir, data_dir / "audit")) if config.audit.enabled else None,
-                history=HistoryLog(_folder(config.history.dir, data_dir / "history"))
+                audit_log=AuditLog(files_folder(config.audit.dir, data_dir, "audit")) if config.audit.enabled else None,
+                history=HistoryLog(files_folder(config.history.dir, data_dir, "history"))
                 if config.history.enabled
                 else None,
-                jobs=JobFiles(_folder(config.jobs.dir, data_dir / "jobs")),
+                jobs=JobFiles(files_folder(config.jobs.dir, data_dir, "jobs")),
             )
         try:
             from reme_service.state.pg.db import StateDb

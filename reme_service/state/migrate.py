@@ -29,7 +29,7 @@ from reme_service.schema.workspace_ids import workspace_from_file_name
 from reme_service.state.pg.db import Conn, StateDb
 from reme_service.state.pg.jobs import PgJobStore
 from reme_service.state.pg.keys import insert_key
-from reme_service.state.settings import StateTarget, state_target
+from reme_service.state.settings import StateTarget, files_folder, state_target
 
 USAGE = """usage: reme state migrate [config args]
 
@@ -44,10 +44,6 @@ class Copied:
     audit: int = 0
     history: int = 0
     jobs: int = 0
-
-
-def _folder(configured: str, default: Path) -> Path:
-    return Path(configured).expanduser().resolve() if configured else default
 
 
 def _once(db: StateDb, source: str, rows: Sequence[tuple[str, Sequence[object]]]) -> int:
@@ -78,7 +74,7 @@ def migrate_files(config: AppConfig, target: StateTarget) -> Copied:
         for record in read_key_file(path).keys:
             copied.keys += insert_key(db, record, used.get(record.id))
         audit_insert = f"INSERT INTO {db.table('audit')} (time, workspace_id, record) VALUES (%s, %s, %s)"  # noqa: S608
-        audit_dir = _folder(config.audit.dir, data_dir / "audit")
+        audit_dir = files_folder(config.audit.dir, data_dir, "audit")
         for file in sorted(audit_dir.glob("*.jsonl")) if audit_dir.is_dir() else []:
             rows = [
                 (audit_insert, (r.time, r.workspace_id, Jsonb(r.model_dump(mode="json"))))
@@ -86,7 +82,7 @@ def migrate_files(config: AppConfig, target: StateTarget) -> Copied:
             ]
             copied.audit += _once(db, f"audit:{file}", rows)
         history_insert = f"INSERT INTO {db.table('history')} (workspace_id, memory_id, entry) VALUES (%s, %s, %s)"  # noqa: S608
-        history_dir = _folder(config.history.dir, data_dir / "history")
+        history_dir = files_folder(config.history.dir, data_dir, "history")
         for file in sorted(history_dir.glob("*.jsonl")) if history_dir.is_dir() else []:
             workspace = workspace_from_file_name(file.stem)
             if workspace is None:
@@ -96,7 +92,7 @@ def migrate_files(config: AppConfig, target: StateTarget) -> Copied:
             history_rows = [(history_insert, (workspace, e["memory_id"], Jsonb(e))) for e in entries if e is not None]
             copied.history += _once(db, f"history:{file}", history_rows)
         jobs = PgJobStore(db)
-        for job in JobFiles(_folder(config.jobs.dir, data_dir / "jobs")).load_open():
+        for job in JobFiles(files_folder(config.jobs.dir, data_dir, "jobs")).load_open():
             if jobs.load(job.job_id) is not None:
                 continue
             jobs.save(job)

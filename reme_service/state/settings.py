@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from reme_service.config.models import AppConfig
@@ -38,3 +39,9 @@ def state_target(config: AppConfig) -> StateTarget:
     else:
         return StateTarget("files")
     return StateTarget("postgres", dsn, kwargs, state.table_prefix, state.reload_seconds)
+
+
+def files_folder(configured: str, data_dir: Path, name: str) -> Path:
+    """Where the `files` backend keeps `name` (audit, history, jobs): the configured folder (`audit.dir`, …), else
+    `<data_dir>/<name>`."""
+    return Path(configured).expanduser().resolve() if configured else data_dir / name
