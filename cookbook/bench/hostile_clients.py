@@ -3,13 +3,18 @@
 
 - keyless, on an open (loopback, no keys) server: `trickled_bodies` (sockets announcing 30 MB bodies and sending
   120 bytes every 100 ms) and `huge_bodies` (30 MiB bodies sent whole, to `POST /health` and to a flow; the
-  server's RSS growth is the figure);
+  server's RSS growth is the figure; the bodies come from a lowest-priority process of their own, so the attacker's
+  copying does not take the cores a remote attacker's would not), the huge bodies probed by another keyless
+  client's retrieve (the trickles take the keyless clients' own share, which is the design: keyless is one client);
+  then both again on the server with keys, where key B's retrieve is the probe;
 - by key A, on a server with keys (key B probes): `held_streams` (MCP `GET /sse` streams, `GET /events` streams or
   `GET /jobs/{id}?wait=60` long polls held open) and `regex_bombs` (`grep_working_memory` with `(a|a)+$`).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import socket
 import threading
 import time
@@ -39,7 +44,8 @@ def during(
     """Figures for `/health` and (with `other` key headers) another key's retrieve, and the function that probes
     both, in turn, for `seconds`."""
     health_figure = Figure(f"/health, {name}")
-    other_figure = Figure(f"key B retrieve, {name}") if other is not None else None
+    who = "key B retrieve" if other else "other client's retrieve"
+    other_figure = Figure(f"{who}, {name}") if other is not None else None
 
     def run() -> None:
         deadline = time.monotonic() + seconds
@@ -78,9 +84,12 @@ def _answered(sock: socket.socket) -> bool:
     return True
 
 
-def trickled_bodies(server: rs.Server, count: int, seconds: float, headers: str = "") -> list[Figure]:
+def trickled_bodies(
+    server: rs.Server, count: int, seconds: float, headers: str = "", other: dict[str, str] | None = None
+) -> list[Figure]:
     """`count` connections announcing 30,000,000-byte bodies to `retrieve_task_memory`, each sending 120 bytes
-    every 100 ms (reconnecting when answered), while `/health` is probed."""
+    every 100 ms (reconnecting when answered), while `/health` (and, given `other`, a retrieve with those headers)
+    is probed."""
     head = (
         f"POST /retrieve_task_memory HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: 30000000\r\n\r\n"
     ).encode()
@@ -106,7 +115,7 @@ def trickled_bodies(server: rs.Server, count: int, seconds: float, headers: str 
 
     feeder = threading.Thread(target=trickle, daemon=True)
     feeder.start()
-    health_figure, _, run = during(server, f"{count} trickled bodies", seconds, None)
+    health_figure, other_figure, run = during(server, f"{count} trickled bodies", seconds, other)
     try:
         run()
     finally:
@@ -115,46 +124,75 @@ def trickled_bodies(server: rs.Server, count: int, seconds: float, headers: str 
         for sock in sockets:
             if sock is not None:
                 sock.close()
-    health_figure.note = f"{answered[0]} trickling requests answered (408/429/503) and reopened"
-    return [health_figure]
+    figures = [health_figure] if other_figure is None else [health_figure, other_figure]
+    for figure in figures:
+        figure.note = f"{answered[0]} trickling requests answered (401/408/429/503) and reopened"
+    return figures
 
 
-def huge_bodies(server: rs.Server, count: int, path: str, seconds: float) -> list[Figure]:
-    """`count` clients at once each sending a 30 MiB body to `path`; the note says the server's RSS growth."""
+def _send_huge(base_url: str, path: str, count: int, stop: Any, answers: Any) -> None:
+    """The attacker process of `huge_bodies`: `count` threads each sending 30 MiB bodies to `path` until `stop`;
+    puts the answers' counts on `answers` at the end. It runs at the lowest CPU priority: on this one machine the
+    attacker's own work (copying 30 MiB bodies through loopback) would otherwise take the cores the server and the
+    probes need, which a remote attacker's work does not."""
+    os.nice(19)
     body = b"x" * (30 * 2**20)
-    before = server.rss_bytes()
-    peak = [before]
     statuses: dict[str, int] = {}
-    stop = threading.Event()
+    lock = threading.Lock()
 
     def send() -> None:
         while not stop.is_set():
             try:
-                with httpx.Client(base_url=server.base_url, timeout=60.0) as client:
+                with httpx.Client(base_url=base_url, timeout=60.0) as client:
                     status = str(client.post(path, content=body).status_code)
             except httpx.HTTPError as exc:
                 status = type(exc).__name__
-            statuses[status] = statuses.get(status, 0) + 1
-
-    def watch() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], server.rss_bytes())
-            stop.wait(0.05)
+            with lock:
+                statuses[status] = statuses.get(status, 0) + 1
 
     threads = [threading.Thread(target=send, daemon=True) for _ in range(count)]
-    threads.append(threading.Thread(target=watch, daemon=True))
     for thread in threads:
         thread.start()
-    health_figure, _, run = during(server, f"{count} x 30 MiB bodies to {path}", seconds, None)
+    for thread in threads:
+        thread.join(120)
+    answers.put(statuses)
+
+
+def huge_bodies(
+    server: rs.Server, count: int, path: str, seconds: float, other: dict[str, str] | None = None
+) -> list[Figure]:
+    """`count` clients at once each sending a 30 MiB body to `path` (no key; from a low-priority process of
+    their own, `_send_huge`); the note says the server's RSS growth. Given `other`, a retrieve with those headers
+    is probed beside `/health`."""
+    before = server.rss_bytes()
+    peak = [before]
+    context = multiprocessing.get_context("spawn")
+    stop, answers = context.Event(), context.Queue()
+    attacker = context.Process(target=_send_huge, args=(server.base_url, path, count, stop, answers), daemon=True)
+    watching = threading.Event()
+
+    def watch() -> None:
+        while not watching.is_set():
+            peak[0] = max(peak[0], server.rss_bytes())
+            watching.wait(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    attacker.start()
+    watcher.start()
+    health_figure, other_figure, run = during(server, f"{count} x 30 MiB bodies to {path}", seconds, other)
     try:
         run()
     finally:
         stop.set()
-        for thread in threads:
-            thread.join(120)
+        statuses: dict[str, int] = answers.get(timeout=180)
+        attacker.join(30)
+        watching.set()
+        watcher.join(5)
     growth = (peak[0] - before) / 2**20
-    health_figure.note = f"RSS grew {growth:.0f} MiB at peak; answers {dict(sorted(statuses.items()))}"
-    return [health_figure]
+    figures = [health_figure] if other_figure is None else [health_figure, other_figure]
+    for figure in figures:
+        figure.note = f"RSS grew {growth:.0f} MiB at peak; answers {dict(sorted(statuses.items()))}"
+    return figures
 
 
 def held_streams(
@@ -238,6 +276,16 @@ def regex_bombs(
     return [health_figure, other_figure, grep]
 
 
+def _insert(server: rs.Server, memory: dict[str, str], headers: dict[str, str]) -> None:
+    """One task memory in workspace `ws_b`, for the probing retrieves to find."""
+    httpx.post(
+        f"{server.base_url}/vector_store",
+        json={"workspace_id": "ws_b", "action": "insert", "memory_dicts": [memory]},
+        headers=headers,
+        timeout=60,
+    ).raise_for_status()
+
+
 def run_all(args: Any, overrides: list[str]) -> list[Figure]:
     """Every attack: the keyless ones on an open server, the keyed ones on a server with keys A and B."""
     import tempfile  # noqa: PLC0415
@@ -250,12 +298,14 @@ def run_all(args: Any, overrides: list[str]) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="reme-hostile-") as tmp:
         for sub in ("open", "keyed"):
             (Path(tmp) / sub).mkdir()
+        memory = {"when_to_use": "update the profile settings", "content": "open settings"}
         with rs.running_server(args.python, Path(tmp) / "open", overrides, timeout=120) as server:
+            _insert(server, memory, {})
             print(f"{args.trickle} keyless trickled bodies ...", flush=True)
             figures += trickled_bodies(server, args.trickle, seconds)
             for path in ("/health", "/retrieve_task_memory"):
                 print(f"{args.huge} keyless 30 MiB bodies to {path} ...", flush=True)
-                figures += huge_bodies(server, args.huge, path, seconds)
+                figures += huge_bodies(server, args.huge, path, seconds, other={})
         keys = Path(tmp) / "keys.json"
         attacker = {"Authorization": f"Bearer {create_key(keys, workspaces=['ws_a'], scope='admin', name='a')[1]}"}
         other = {"Authorization": f"Bearer {create_key(keys, workspaces=['ws_b'], scope='write', name='b')[1]}"}
@@ -269,19 +319,17 @@ def run_all(args: Any, overrides: list[str]) -> list[Figure]:
         ]
         keyed = [*overrides, *llm, f"auth.keys_file={keys}"]
         with silent, rs.running_server(args.python, Path(tmp) / "keyed", keyed, timeout=120) as server:
-            memory = {"when_to_use": "update the profile settings", "content": "open settings"}
-            httpx.post(
-                f"{server.base_url}/vector_store",
-                json={"workspace_id": "ws_b", "action": "insert", "memory_dicts": [memory]},
-                headers=other,
-                timeout=60,
-            ).raise_for_status()
+            _insert(server, memory, other)
             quiet_health, quiet_other, run = during(server, "quiet", seconds, other)
             run()
             figures += [quiet_health, quiet_other] if quiet_other is not None else [quiet_health]
             for kind in ("sse", "events", "long_poll"):
                 print(f"key A holds {args.streams} {kind} ...", flush=True)
                 figures += held_streams(server, kind, args.streams, seconds, attacker, other)
+            print(f"{args.trickle} keyless trickled bodies to the keyed server ...", flush=True)
+            figures += trickled_bodies(server, args.trickle, seconds, other=other)
+            print(f"{args.huge} keyless 30 MiB bodies to the keyed server ...", flush=True)
+            figures += huge_bodies(server, args.huge, "/retrieve_task_memory", seconds, other=other)
             print(f"key A sends {args.bombs} regex bombs ...", flush=True)
             figures += regex_bombs(server, args.bombs, seconds, attacker, other)
             print(f"key A trickles {args.trickle} bodies ...", flush=True)
