@@ -130,12 +130,13 @@ class Access:
 
     def still_valid(self, caller: Caller) -> bool:
         """Whether `caller`, resolved earlier from a key (by `caller`), still stands: its key, as the key file says
-        now, is active and grants the same rights (not revoked, removed, narrowed or widened; the file is
-        readable). A trusted caller stands while checking is off. No rate limit, no "last used": a re-check is not
-        a request."""
+        now, is active and grants at least the rights it granted then (not revoked, removed or narrowed; widened
+        is fine: `Caller.covers`; the file is readable). A trusted caller stands while checking is off. No rate
+        limit, no "last used": a re-check is not a request."""
         if caller.key_id is None:
             return not self.checking
-        return self.keyring.current(caller.key_id) == caller
+        current = self.keyring.current(caller.key_id)
+        return current is not None and current.covers(caller)
 
     async def until_invalid(self, caller: Caller) -> None:
         """Return once `caller` no longer stands, re-checked every `recheck_seconds`: the key file is another

@@ -16,6 +16,8 @@ Scope = Literal["read", "write", "admin"]
 
 ALL_WORKSPACES = "*"
 
+_SCOPE_RANK: dict[Scope, int] = {"read": 0, "write": 1, "admin": 2}
+
 
 class Caller(BaseModel):
     """The identity behind one request."""
@@ -29,6 +31,14 @@ class Caller(BaseModel):
 
     def may_use(self, workspace_id: str) -> bool:
         return ALL_WORKSPACES in self.workspaces or workspace_id in self.workspaces
+
+    def covers(self, earlier: Caller) -> bool:
+        """Whether this identity (a key as it is now) grants everything `earlier` (the same key resolved before)
+        was granted: the same key, a scope at least as high and every workspace it had. A widened key covers its
+        earlier self; a narrowed one does not."""
+        if self.key_id != earlier.key_id or _SCOPE_RANK[self.scope] < _SCOPE_RANK[earlier.scope]:
+            return False
+        return ALL_WORKSPACES in self.workspaces or set(earlier.workspaces) <= set(self.workspaces)
 
 
 TRUSTED = Caller()

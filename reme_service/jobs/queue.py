@@ -6,7 +6,7 @@ it had not begun to write (its first store write is recorded first: `JobFiles.ma
 interrupted again; one interrupted after it began writing fails without running again, so its writes happen once.
 
 A job runs with the rights its key has now, not those it had when submitted: every `recheck_seconds` the jobs
-this process knows whose key no longer stands (revoked, removed, narrowed or otherwise changed: `stands`) are
+this process knows whose key no longer stands (revoked, removed or narrowed; a widened key stands: `stands`) are
 cancelled with a reason (`JobFiles.cancel`), and a running one stops at its next store write (the write gate,
 `storage.writer.write_gate`). `erase_workspace` (deleting a workspace) cancels the workspace's jobs and strips
 every one of them of its request and result.

@@ -110,18 +110,26 @@ def test_a_caller_stands_while_its_key_grants_the_same_rights(tmp_path: Path) ->
     kept_record, kept_key = create_key(path, workspaces=["alice"], scope="write")
     narrowed_record, narrowed_key = create_key(path, workspaces=["alice", "bob"], scope="read")
     gone_record, gone_key = create_key(path, workspaces=["alice"], scope="read")
+    widened_record, widened_key = create_key(path, workspaces=["alice"], scope="read")
+    demoted_record, demoted_key = create_key(path, workspaces=["alice"], scope="write")
     reload()
-    kept, narrowed, gone = (ring.authenticate(key) for key in (kept_key, narrowed_key, gone_key))
+    keys = (kept_key, narrowed_key, gone_key, widened_key, demoted_key)
+    kept, narrowed, gone, widened, demoted = (ring.authenticate(key) for key in keys)
     assert not access.still_valid(TRUSTED)  # the first key closed the service: a trusted caller no longer stands
-    assert all(access.still_valid(caller) for caller in (kept, narrowed, gone))
+    assert all(access.still_valid(caller) for caller in (kept, narrowed, gone, widened, demoted))
 
     stored = json.loads(path.read_text())
     stored["keys"] = [entry for entry in stored["keys"] if entry["id"] != gone_record.id]
-    next(entry for entry in stored["keys"] if entry["id"] == narrowed_record.id)["workspaces"] = ["bob"]
+    entries = {entry["id"]: entry for entry in stored["keys"]}
+    entries[narrowed_record.id]["workspaces"] = ["bob"]
+    entries[widened_record.id].update(workspaces=["alice", "carol"], scope="admin")
+    entries[demoted_record.id]["scope"] = "read"
     path.write_text(json.dumps(stored))
     assert access.still_valid(narrowed)  # not reloaded yet: within reload_seconds
     reload()
     assert access.still_valid(kept) and not access.still_valid(narrowed) and not access.still_valid(gone)
+    assert access.still_valid(widened)  # more rights than it had: what it was doing is still allowed
+    assert not access.still_valid(demoted)  # a lower scope is a narrowing too
 
     good = path.read_bytes()
     path.write_bytes(good[:10])
