@@ -94,6 +94,30 @@ def test_a_request_without_a_valid_key_is_answered_401_without_its_body(serve: S
         assert client.post("/retrieve_task_memory", json=QUERY, headers=good).status_code == 200
 
 
+def test_an_answer_sent_before_its_body_was_read_closes_the_connection(tmp_path: Path) -> None:
+    """A middleware that answers without reading the body and sends no `connection: close` of its own (Starlette's
+    CORS preflight, here given 10 of 1,000 announced bytes): the edge protocol closes the connection, rather than
+    read the rest of the body to find where the next request would begin (nor leave it to the keep-alive timer or
+    `body_timeout`, both set past the wait here)."""
+    origin = "https://app.example"
+    with (
+        service_process(
+            tmp_path,
+            "embedding_model.default.backend=hash",
+            f'http.cors_origins=["{origin}"]',
+            "http.body_timeout=60",
+            "http.timeout_keep_alive=60",
+        ) as service,
+        connect(service.base_url) as sock,
+    ):
+        extra = f"Origin: {origin}\r\nAccess-Control-Request-Method: POST\r\n"
+        sock.sendall(head("/retrieve_task_memory", 1000, extra, method="OPTIONS") + b"x" * 10)
+        answer, headers, _ = read_response(sock)
+        assert answer == 200 and headers["access-control-allow-origin"] == origin
+        assert headers.get("connection") != "close"  # the close is the protocol's, not the answer's
+        until_sync(lambda: closed_by_server(sock), limit=10)
+
+
 def test_bodies_in_flight_share_a_memory_budget(serve: ServeFn) -> None:
     """Two uploads of 1,500 bytes (of 2,000 announced) hold 3,000 of a 4,000-byte budget: a third body of 2,000 is
     503 with Retry-After at once, and served once the others are gone."""
