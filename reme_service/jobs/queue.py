@@ -30,6 +30,7 @@ and a job this process does not run is read from its file when asked for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import uuid
@@ -54,6 +55,7 @@ PRUNE_SECONDS = 600.0
 MAX_WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.25  # how often a long poll reads the file of a job another process runs
 ADOPT_SECONDS = 2.0  # how often a queue shared across nodes looks for jobs nobody runs (a dead node's)
+PROGRESS_SAVE_SECONDS = 1.0  # a running job's progress is saved for other processes at most this often
 _JOB_ID = re.compile(r"job_[0-9a-f]{32}")
 REVOKED = "cancelled: the API key that submitted this job was revoked, removed or changed since"
 ERASED = "its workspace was deleted: the job's request and result were erased"
@@ -109,6 +111,7 @@ class JobQueue:
         self._mine: set[str] = set()  # jobs this process is running (holds their run lock)
         self._sizes: dict[str, int] = {}  # bytes of the file of each finished job
         self._waiting: dict[str, int] = {}  # bytes of the file of each queued job
+        self._progress_savers: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}  # job -> (saver, its end)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -277,11 +280,42 @@ class JobQueue:
         return on_disk or job
 
     def progress(self, job_id: str, done: int, total: int | None) -> None:
-        """A running job's progress (`Job.progress`), seen by `get` in this process at once; saved with the job's
-        next state."""
+        """A running job's progress (`Job.progress`), seen by `get` in this process at once, and saved for the
+        other processes and nodes (at most every `PROGRESS_SAVE_SECONDS`; its last value with the job's end). Called
+        on the event loop by the running flow."""
         job = self._jobs.get(job_id)
-        if job is not None and job_id in self._mine:
-            self._jobs[job_id] = job.model_copy(update={"progress": JobProgress(done=done, total=total)})
+        if job is None or job_id not in self._mine:
+            return
+        self._jobs[job_id] = job.model_copy(update={"progress": JobProgress(done=done, total=total)})
+        saver = self._progress_savers.get(job_id)
+        if saver is None or saver[0].done():
+            ended = asyncio.Event()
+            task = asyncio.get_running_loop().create_task(self._save_progress(job_id, ended))
+            self._progress_savers[job_id] = (task, ended)
+
+    async def _save_progress(self, job_id: str, ended: asyncio.Event) -> None:
+        """Save the running job's progress, then again every `PROGRESS_SAVE_SECONDS` while it changes, until the
+        job ends (`ended`)."""
+        saved: JobProgress | None = None
+        while (job := self._jobs.get(job_id)) is not None and job.status == "running" and job.progress != saved:
+            saved = job.progress
+            try:
+                await self._record(job)
+            except (ReMeError, OSError) as exc:  # progress is a courtesy: the job runs on, its end is saved as ever
+                logger.warning("job %s: could not save its progress: %s", job_id, exc)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), PROGRESS_SAVE_SECONDS)
+            if ended.is_set():
+                return
+
+    async def _progress_saved(self, job_id: str) -> None:
+        """End the job's progress saver and wait for its save under way, so that none lands after (and over) the
+        job's end."""
+        saver = self._progress_savers.pop(job_id, None)
+        if saver is not None:
+            saver[1].set()
+            await asyncio.shield(saver[0])
 
     async def wait(self, job_id: str, seconds: float) -> Job | None:
         """The job once finished, or as it is after `seconds` (at most `MAX_WAIT_SECONDS`)."""
@@ -367,6 +401,7 @@ class JobQueue:
             if not self._stands(job.caller):  # revoked while it ran: recorded so (`save` applies it), not failed
                 await asyncio.to_thread(self.files.cancel, job.job_id, _revoked())
             outcome = "done" if status == 200 else "failed"
+            await self._progress_saved(job.job_id)
             job = job.model_copy(update={"progress": (self._jobs.get(job.job_id) or job).progress})  # its last, kept
             job = await self._record(job, status=outcome, http_status=status, result=payload, finished_at=now())
             if self._on_finished is not None:
@@ -375,6 +410,7 @@ class JobQueue:
             if event is not None:
                 event.set()
         finally:
+            await self._progress_saved(job.job_id)  # (the job broke off: still none after its run lock is freed)
             self.files.release(fd)
             self._mine.discard(job.job_id)
             self._free_slot(job.workspace_id)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from reme_service.client import JobView, ReMeClient
+from reme_service.jobs.files import JobFiles
 from reme_service.ops.vector_store.vector_store_action_op import PROGRESS_ROWS
 from reme_service.testing.openai_server import FakeOpenAI
 from tests.conditions import until_sync
@@ -43,6 +44,9 @@ def test_a_load_job_shows_rows_done_of_total(serve: ServeFn, fake_openai: FakeOp
 
             until_sync(lambda: progress() == {"done": PROGRESS_ROWS, "total": ROWS, "unit": "rows"}, limit=30)
             assert http.get(f"/jobs/{job_id}").json()["status"] == "running"
+            # another worker or node reads the job from the job store, not from this process's memory
+            stored = JobFiles(tmp_path / "data" / "jobs")
+            until_sync(lambda: _stored_progress(stored, job_id) == (PROGRESS_ROWS, ROWS), limit=30)
             seen: list[JobView] = []
             with ReMeClient(str(http.base_url)) as client:
                 running = client.job(job_id)
@@ -55,3 +59,8 @@ def test_a_load_job_shows_rows_done_of_total(serve: ServeFn, fake_openai: FakeOp
             assert http.get("/workspaces/ws/memories?limit=1").json()["total"] == ROWS
     finally:
         gate.set()  # a failed check must not leave the service's shutdown waiting on a held request
+
+
+def _stored_progress(files: JobFiles, job_id: str) -> tuple[int, int | None] | None:
+    job = files.load(job_id)
+    return None if job is None or job.progress is None else (job.progress.done, job.progress.total)
