@@ -1,6 +1,6 @@
 """`StateLayer`: the state backend a configuration selects (`state.settings.state_target`), as the objects the app
-wires in: the key ring, the audit sink, the history store, the job store and the working-memory files (on this
-machine's disk with either backend, for now), plus the event fan-out and the rate-limit buckets.
+wires in: the key ring, the audit sink, the history store, the job store and the working-memory files, plus the
+event fan-out and the rate-limit buckets.
 
 `files` gives today's objects (key file, JSONL logs, job files under data_dir, working-memory folders under
 `working_memory_dir`: one machine, `http.workers` processes included); `postgres` gives the `state/pg/` ones on
@@ -62,6 +62,7 @@ class StateLayer:
             from reme_service.state.pg.jobs import PgJobStore
             from reme_service.state.pg.keys import PgKeyRing
             from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+            from reme_service.state.pg.working import PgWorkingStore
         except ImportError as exc:
             raise ConfigError(
                 f"state.backend postgres needs psycopg ({exc}): pip install 'reme-service[pgvector]'"
@@ -73,7 +74,7 @@ class StateLayer:
             audit_log=PgAuditLog(db) if config.audit.enabled else None,
             history=PgHistoryLog(db) if config.history.enabled else None,
             jobs=PgJobStore(db),
-            working=WorkingFolders(config.working_memory_root),
+            working=PgWorkingStore(db, config.working_memory_root),
             db=db,
         )
 
