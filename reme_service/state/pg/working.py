@@ -24,8 +24,9 @@ thread's). PostgreSQL down: `StoreError`, 503 `store_unavailable`.
 from __future__ import annotations
 
 import io
+import itertools
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,14 @@ from reme_service.state.pg.db import Conn, StateDb
 from reme_service.state.working_folder import check_client_path, index_pattern, missing, not_a_file, outside
 
 WORKSPACES = "workspaces"  # the folder of the workspaces' folders under the root, as on disk
+
+
+def row_key(parts: Sequence[str]) -> tuple[str, str]:
+    """The `(folder, path)` of the row of the file at `parts` under the root (as on disk: `workspaces/<folder>/...`
+    is a workspace's folder)."""
+    if len(parts) >= 2 and parts[0] == WORKSPACES:
+        return parts[1], "/".join(parts[2:])
+    return "", "/".join(parts)
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,8 @@ class PgWorkingFiles:
         if normal != self._base and not normal.is_relative_to(self._base):
             raise outside(path, field)
         shown = normal.relative_to(self._base).as_posix()
-        parts = normal.relative_to(self._root).parts
-        if len(parts) >= 2 and parts[0] == WORKSPACES:
-            return Located(parts[1], "/".join(parts[2:]), "" if shown == "." else shown)
-        return Located("", "/".join(parts), "" if shown == "." else shown)
+        folder, inside = row_key(normal.relative_to(self._root).parts)
+        return Located(folder, inside, "" if shown == "." else shown)
 
     def normalise_dir(self, store_dir: str) -> str:
         return self._locate(store_dir or "", "store_dir").shown
@@ -154,3 +161,22 @@ class PgWorkingStore:
     def erase_workspace(self, workspace_id: WorkspaceId) -> int:
         query = f"DELETE FROM {self._db.table('working_files')} WHERE folder = %s"  # noqa: S608
         return self._db.run(lambda conn: conn.execute(query.encode(), (file_name(workspace_id),)).rowcount)
+
+    def import_files(self, files: Iterable[tuple[Sequence[str], bytes]], *, batch: int = 200) -> int:
+        """Copy files of a disk's root (`reme state migrate`): each `(path parts under the root, bytes)` becomes a
+        row unless one is there already (left as it is), `batch` files per transaction. Returns how many were
+        copied."""
+        query = (
+            f"INSERT INTO {self._db.table('working_files')} (folder, path, content, size) "  # noqa: S608
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (folder, path) DO NOTHING"
+        ).encode()
+        rows = ((*row_key(parts), data, len(data)) for parts, data in files)
+        copied = 0
+        while chunk := list(itertools.islice(rows, batch)):
+            kept = [row for row in chunk if row[1]]  # a file in place of a workspace's folder has no row
+
+            def work(conn: Conn, kept: list[tuple[str, str, bytes, int]] = kept) -> int:
+                return sum(conn.execute(query, row).rowcount for row in kept)
+
+            copied += self._db.run(work)
+        return copied
