@@ -143,6 +143,10 @@ def test_a_name_is_free_when_missing_or_holding_exactly_the_text(store: WorkingS
     assert files.is_free("s/new.txt", "anything")
     assert files.is_free("s/a.txt", "alpha") and not files.is_free("s/a.txt", "alphabet")
     assert not files.is_free("s", "")  # a folder
+    files.write({"t/aXb%/x.txt": "under a folder whose name a LIKE wildcard would match"})
+    assert files.is_free("t/a_b%", "x") and not files.is_free("t/aXb%", "x")
+    with pytest.raises(NotFoundError):
+        read_file(files, "t/a_b%")
 
 
 def test_archives_are_numbered_from_the_files_in_one_folder(store: WorkingStore) -> None:

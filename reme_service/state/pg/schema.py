@@ -63,10 +63,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE {p}buckets ADD COLUMN IF NOT EXISTS granted boolean NOT NULL DEFAULT true;
     """,
-    # 5: the working-memory files (`pg.working`): a row per file, by workspace folder and path inside it
+    # 5: the working-memory files (`pg.working`): a row per file, by workspace folder and path inside it (byte order,
+    # so the primary key's index serves the prefix searches of a folder's files)
     """
     CREATE TABLE IF NOT EXISTS {p}working_files (
-        folder text NOT NULL, path text NOT NULL, content bytea NOT NULL, size bigint NOT NULL,
+        folder text COLLATE "C" NOT NULL, path text COLLATE "C" NOT NULL, content bytea NOT NULL, size bigint NOT NULL,
         updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (folder, path));
     """,
 )

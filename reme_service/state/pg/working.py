@@ -48,6 +48,12 @@ def row_key(parts: Sequence[str]) -> tuple[str, str]:
     return "", "/".join(parts)
 
 
+def starting_with(prefix: str) -> str:
+    """A LIKE pattern of the texts that start with `prefix` (its wildcards escaped). The columns are in byte order
+    (`COLLATE "C"`), so PostgreSQL reads such a prefix as a range of the primary key's index."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 @dataclass(frozen=True)
 class Located:
     """Where a client path leads: the row's `folder` and `path` ("" = the folder itself), and the path as the
@@ -113,8 +119,8 @@ class PgWorkingFiles:
     def _is_folder(self, where: Located) -> bool:
         if not where.path:
             return True
-        query = f"SELECT EXISTS (SELECT 1 FROM {self._table} WHERE folder = %s AND starts_with(path, %s))"  # noqa: S608
-        args: tuple[str, ...] = (where.folder, f"{where.path}/")
+        query = f"SELECT EXISTS (SELECT 1 FROM {self._table} WHERE folder = %s AND path LIKE %s)"  # noqa: S608
+        args: tuple[str, ...] = (where.folder, starting_with(f"{where.path}/"))
         if where.folder == "" and where.path == WORKSPACES:  # the folder of the workspaces' folders
             query = f"SELECT EXISTS (SELECT 1 FROM {self._table} WHERE folder <> '')"  # noqa: S608
             args = ()
@@ -131,8 +137,8 @@ class PgWorkingFiles:
     def archive_indices(self, store_dir: str, prefix: str, suffix: str) -> set[int]:
         where = self._locate(store_dir, "store_dir")
         head = f"{where.path}/{prefix}" if where.path else prefix
-        query = f"SELECT path FROM {self._table} WHERE folder = %s AND starts_with(path, %s)"  # noqa: S608
-        paths = self._db.run(lambda conn: conn.execute(query.encode(), (where.folder, head)).fetchall())
+        query = f"SELECT path FROM {self._table} WHERE folder = %s AND path LIKE %s"  # noqa: S608
+        paths = self._db.run(lambda conn: conn.execute(query.encode(), (where.folder, starting_with(head))).fetchall())
         pattern = index_pattern(head, suffix)
         return {int(match.group(1)) for (path,) in paths if (match := pattern.match(path))}
 
