@@ -223,6 +223,7 @@ class ReMeApp:
             history=self.history,
             regex_lane=lane,
             erase_jobs=self.jobs.queue.erase_workspace,
+            working=self.state.working,
         )
         self._check_prompts(services)
         # every client the app builds is wrapped from the outside: LLMs and embedders metered

@@ -1,4 +1,5 @@
-"""What ops may use: config, LLM and embedding clients, stores, prompts and file roots — owned by the app."""
+"""What ops may use: config, LLM and embedding clients, stores, prompts, file roots and the working-memory files —
+owned by the app."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from reme_service.file_roots import FileRoots
 from reme_service.prompts.loader import PromptLibrary
 from reme_service.providers.embedding.base import EmbeddingClient
 from reme_service.providers.llm.base import LLMClient
-from reme_service.state.interfaces import HistoryStore
+from reme_service.state.interfaces import HistoryStore, WorkingStore
+from reme_service.state.working_folder import WorkingFolders
 from reme_service.storage.guarded import GuardedStore
 
 
@@ -39,6 +41,15 @@ class Services:
     prompts: PromptLibrary = field(default_factory=PromptLibrary)
     #: client regexes (grep over working memory) run here, never in the default executor
     regex_lane: ThreadLane = field(default_factory=lambda: ThreadLane("reme-regex", 2))
+    #: where working-memory files live (`state.layer.StateLayer.working`); None: folders under the configured
+    #: `working_memory_root` (the files backend)
+    working: WorkingStore | None = None
+
+    def working_store(self) -> WorkingStore:
+        """The working-memory files' store (`working`, or the folders under `config.working_memory_root`)."""
+        if self.working is None:
+            self.working = WorkingFolders(self.config.working_memory_root)
+        return self.working
 
     def clients(self) -> list[ManagedClient]:
         """Every client, in start order: LLMs, embedders, the stores that use the embedders, then the regex lane."""

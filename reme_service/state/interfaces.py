@@ -6,14 +6,17 @@ with either; tests/contract/test_state_*.py hold both backends to the same contr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from reme_service.audit.record import AuditRecord
+from reme_service.audit.trail import AuditTrail
 from reme_service.auth.caller import Caller
 from reme_service.history.entry import HistoryStep
 from reme_service.jobs.files import Cancellation
 from reme_service.jobs.record import Job
+from reme_service.schema.workspace_ids import WorkspaceId
 
 
 class KeyStore(Protocol):
@@ -100,3 +103,48 @@ class JobStore(Protocol):
     def load_all(self) -> list[Job]: ...
 
     def load_open(self) -> list[Job]: ...
+
+
+class WorkingFiles(Protocol):
+    """One caller's working-memory files (ReMe's offload store): a root and the files under it, named by POSIX paths
+    relative to it (`state.working_folder.WorkingRoot`: a folder of this machine's disk; `pg.working.PgWorkingFiles`:
+    rows of the `working_files` table, shared by every node). Every method blocks: call it off the event loop.
+
+    Paths are confined to the root: `..`, `~` and absolute paths that lead outside it are 403
+    (`PathNotAllowedError`), a path the file system could not take (a NUL, an over-long part) 400."""
+
+    def normalise_dir(self, store_dir: str) -> str:
+        """`store_dir` checked and rewritten relative to the root ("" = the root itself)."""
+        ...
+
+    def write(self, files: Mapping[str, str], trail: AuditTrail | None = None) -> list[str]:
+        """Write every `{path: text}`, all or nothing (503 `StoreError` when it cannot: nothing new is left); record
+        the paths in `trail` (the request's audit trail) once written; return the paths as given."""
+        ...
+
+    def is_free(self, rel: str, text: str) -> bool:
+        """True when `rel` holds no file, or a file of exactly `text`: the name may be (over)written with it."""
+        ...
+
+    def archive_indices(self, store_dir: str, prefix: str, suffix: str) -> set[int]:
+        """The numbers `n` of the files `<prefix><n><suffix>` directly in the folder `store_dir` (empty if none)."""
+        ...
+
+    def lines(self, file_path: str) -> AbstractContextManager[tuple[str, Iterator[str]]]:
+        """The file's root-relative display path and its lines (UTF-8, undecodable bytes replaced, universal
+        newlines, each with its newline): 400 for an empty path or a folder, 404 for a missing file."""
+        ...
+
+
+class WorkingStore(Protocol):
+    """Where the working-memory files of a deployment live (`state.working_folder.WorkingFolders`,
+    `pg.working.PgWorkingStore`)."""
+
+    def files(self, workspace_id: WorkspaceId | None) -> WorkingFiles:
+        """The files one caller reaches: the whole root (None: a trusted caller), or a workspace's own folder
+        (`workspaces/<file name of the id>` under it: a caller with an API key)."""
+        ...
+
+    def erase_workspace(self, workspace_id: WorkspaceId) -> int:
+        """Remove the workspace's folder and every file in it, durably; returns how many files it held (blocks)."""
+        ...

@@ -1,11 +1,11 @@
 """`StateLayer`: the state backend a configuration selects (`state.settings.state_target`), as the objects the app
-wires in: the key ring, the audit sink, the history store and the job store, plus the event fan-out and the
-rate-limit buckets.
+wires in: the key ring, the audit sink, the history store, the job store and the working-memory files, plus the
+event fan-out and the rate-limit buckets.
 
-`files` gives today's objects (key file, JSONL logs, job files under data_dir: one machine, `http.workers`
-processes included); `postgres` gives the `state/pg/` ones on one database shared by every node. Nothing connects
-before `StateLayer.start`, except the key ring's first read (a node whose database is down starts, and its keyed
-requests get 503 until the database is back).
+`files` gives today's objects (key file, JSONL logs, job files under data_dir, working-memory folders under
+`working_memory_dir`: one machine, `http.workers` processes included); `postgres` gives the `state/pg/` ones on
+one database shared by every node. Nothing connects before `StateLayer.start`, except the key ring's first read
+(a node whose database is down starts, and its keyed requests get 503 until the database is back).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from reme_service.errors import ConfigError, ReMeError
 from reme_service.events.bus import EventBus
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles
-from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore, RateLimit
+from reme_service.state.interfaces import AuditSink, HistoryStore, JobStore, KeyStore, RateLimit, WorkingStore
 from reme_service.state.settings import StateTarget, files_folder, state_target
+from reme_service.state.working_folder import WorkingFolders
 
 if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
     from reme_service.state.pg.db import StateDb
@@ -38,6 +39,7 @@ class StateLayer:
     audit_log: AuditSink | None
     history: HistoryStore | None
     jobs: JobStore
+    working: WorkingStore
     db: StateDb | None = None
     _relay: PgEventRelay | None = None
 
@@ -53,12 +55,14 @@ class StateLayer:
                 if config.history.enabled
                 else None,
                 jobs=JobFiles(files_folder(config.jobs.dir, data_dir, "jobs")),
+                working=WorkingFolders(config.working_memory_root),
             )
         try:
             from reme_service.state.pg.db import StateDb
             from reme_service.state.pg.jobs import PgJobStore
             from reme_service.state.pg.keys import PgKeyRing
             from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+            from reme_service.state.pg.working import PgWorkingStore
         except ImportError as exc:
             raise ConfigError(
                 f"state.backend postgres needs psycopg ({exc}): pip install 'reme-service[pgvector]'"
@@ -70,6 +74,7 @@ class StateLayer:
             audit_log=PgAuditLog(db) if config.audit.enabled else None,
             history=PgHistoryLog(db) if config.history.enabled else None,
             jobs=PgJobStore(db),
+            working=PgWorkingStore(db, config.working_memory_root),
             db=db,
         )
 

@@ -1,17 +1,20 @@
 """`reme state migrate [config args]`: copy a one-machine deployment's state from its files into PostgreSQL.
 
 The files are those the configuration names (`data_dir`, `auth.keys_file`, `audit.dir`, `history.dir`,
-`jobs.dir`); PostgreSQL is the one `state.dsn` (or the pgvector store) names. Copied: the API keys (with when each
-was last used; a key already in the table is left as it is), the audit trail and the history (each file in one
-transaction together with a mark in `<prefix>imported`, so running the command again copies nothing twice), and
-the jobs not finished yet with their Idempotency-Keys (a job already in the table is left as it is). Nothing is
-removed from the files. Run it with the service stopped, then start the nodes with `state.backend: postgres`.
+`jobs.dir`, `working_memory_dir`); PostgreSQL is the one `state.dsn` (or the pgvector store) names. Copied: the API
+keys (with when each was last used; a key already in the table is left as it is), the audit trail and the history
+(each file in one transaction together with a mark in `<prefix>imported`, so running the command again copies
+nothing twice), the jobs not finished yet with their Idempotency-Keys (a job already in the table is left as it
+is), and the working-memory files (every regular file under the root but the temp files of an interrupted write,
+byte for byte; a file already in the table is left as it is). Nothing is removed from the files. Run it with the
+service stopped, then start the nodes with `state.backend: postgres`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,12 +32,14 @@ from reme_service.schema.workspace_ids import workspace_from_file_name
 from reme_service.state.pg.db import Conn, StateDb
 from reme_service.state.pg.jobs import PgJobStore
 from reme_service.state.pg.keys import insert_key
+from reme_service.state.pg.working import PgWorkingStore
 from reme_service.state.settings import StateTarget, files_folder, state_target
 
 USAGE = """usage: reme state migrate [config args]
 
-Copies the keys, audit trail, history and unfinished jobs of the files under data_dir into the PostgreSQL state
-(state.dsn, or the pgvector store's). Safe to run again: nothing is copied twice. Config args are those of `reme`.
+Copies the keys, audit trail, history, unfinished jobs and working-memory files under data_dir into the PostgreSQL
+state (state.dsn, or the pgvector store's). Safe to run again: nothing is copied twice. Config args are those of
+`reme`.
 """
 
 
@@ -44,6 +49,7 @@ class Copied:
     audit: int = 0
     history: int = 0
     jobs: int = 0
+    working_files: int = 0
 
 
 def _once(db: StateDb, source: str, rows: Sequence[tuple[str, Sequence[object]]]) -> int:
@@ -99,9 +105,23 @@ def migrate_files(config: AppConfig, target: StateTarget) -> Copied:
             if job.idempotency_key is not None:
                 jobs.reserve_key(key_digest(job.caller.key_id, job.idempotency_key), job.job_id)
             copied.jobs += 1
+        copied.working_files = PgWorkingStore(db, config.working_memory_root).import_files(
+            working_files(config.working_memory_root)
+        )
     finally:
         db.close()
     return copied
+
+
+def working_files(root: Path) -> Iterator[tuple[tuple[str, ...], bytes]]:
+    """Every regular file under `root` (symlinks not followed) as (its path's parts under the root, its bytes),
+    but the temp files a write left when it was interrupted (`.<name>.<random>.tmp`)."""
+    for folder, _, names in os.walk(root):
+        for name in sorted(names):
+            path = Path(folder) / name
+            if (name.startswith(".") and name.endswith(".tmp")) or not path.is_file() or path.is_symlink():
+                continue
+            yield path.relative_to(root).parts, path.read_bytes()
 
 
 def read_records_of(file: Path) -> list[AuditRecord]:
@@ -137,6 +157,6 @@ def main(argv: Sequence[str]) -> int:
         return 2
     sys.stdout.write(
         f"copied {copied.keys} keys, {copied.audit} audit records, {copied.history} history entries and "
-        f"{copied.jobs} unfinished jobs into PostgreSQL\n"
+        f"{copied.jobs} unfinished jobs into PostgreSQL, and {copied.working_files} working-memory files\n"
     )
     return 0

@@ -1,5 +1,5 @@
-"""`reme state migrate`: a one-machine deployment's keys, audit trail, history and unfinished jobs, copied from its
-files into PostgreSQL, where the nodes find them; run twice, it copies nothing twice."""
+"""`reme state migrate`: a one-machine deployment's keys, audit trail, history, unfinished jobs and working-memory
+files, copied from its files into PostgreSQL, where the nodes find them; run twice, it copies nothing twice."""
 
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ from reme_service.auth.caller import Caller
 from reme_service.auth.keyfile import create_key
 from reme_service.cli import main
 from reme_service.config.models import AppConfig
+from reme_service.errors import NotFoundError
 from reme_service.history.entry import HistoryEntry
 from reme_service.history.log import HistoryLog
 from reme_service.jobs.files import JobFiles, key_digest
 from reme_service.jobs.record import Job
+from reme_service.ops.working.file_tools import read_file
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.state.admin import audit_records
 from reme_service.state.layer import StateLayer
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
@@ -47,12 +50,19 @@ def test_migrate_copies_keys_audit_history_and_open_jobs_once(
     jobs.save(waiting)
     jobs.reserve_key(key_digest(WRITER.key_id, "once"), waiting.job_id)
     jobs.save(finished)
+    working = data / "working_memory"
+    (working / "workspaces" / "ws" / "s").mkdir(parents=True)
+    (working / "workspaces" / "ws" / "s" / "c_0.json").write_text('["offloaded"]')
+    (working / "root.txt").write_bytes(b"a line\n\xff undecodable\n")
+    (working / ".root.txt.k2j3.tmp").write_text("half of an interrupted write")
     args = [f"data_dir={data}", f"state.dsn={pg_dsn}", f"state.table_prefix=t{secrets.token_hex(4)}_"]
 
     assert main(["state", "migrate", *args]) == 0
-    assert "copied 1 keys, 1 audit records, 1 history entries and 1 unfinished jobs" in capsys.readouterr().out
+    assert "copied 1 keys, 1 audit records, 1 history entries and 1 unfinished jobs into PostgreSQL, and 2 " \
+        "working-memory files" in capsys.readouterr().out  # fmt: skip
     assert main(["state", "migrate", *args]) == 0  # again: nothing twice
-    assert "copied 0 keys, 0 audit records, 0 history entries and 0 unfinished jobs" in capsys.readouterr().out
+    assert "copied 0 keys, 0 audit records, 0 history entries and 0 unfinished jobs into PostgreSQL, and 0 " \
+        "working-memory files" in capsys.readouterr().out  # fmt: skip
 
     config = AppConfig(data_dir=str(tmp_path / "elsewhere"), state={"backend": "postgres", "dsn": pg_dsn,  # type: ignore[arg-type]
                                                                   "table_prefix": args[2].split("=")[1]})  # fmt: skip
@@ -65,6 +75,12 @@ def test_migrate_copies_keys_audit_history_and_open_jobs_once(
         assert [e["event"] for e in asyncio.run(layer.history.read("ws", "m1"))] == ["ADD"]
         assert [job.job_id for job in layer.jobs.load_all()] == [waiting.job_id]
         assert layer.jobs.key_holder(key_digest(WRITER.key_id, "once")) == waiting.job_id
+        keyed = layer.working.files(WorkspaceId("ws"))  # the workspace's folder, as a key's caller reaches it
+        assert read_file(keyed, "s/c_0.json").text == '["offloaded"]'
+        assert keyed.archive_indices("s", "c_", ".json") == {0}
+        assert read_file(layer.working.files(None), "root.txt").text == "a line\n\ufffd undecodable"  # as on disk
+        with pytest.raises(NotFoundError):
+            read_file(layer.working.files(None), ".root.txt.k2j3.tmp")
     finally:
         asyncio.run(layer.stop())
 

@@ -1,7 +1,7 @@
 """Three nodes, one PostgreSQL (#38): three service processes with data dirs of their own, on one pgvector store
 and one PostgreSQL state (`state.backend: auto`), behind Debian's haproxy. What one node does, every node sees:
 keys (made and revoked with any node's config), change events, history, jobs and Idempotency-Keys, the audit
-trail; and a node killed with -9 leaves its acknowledged jobs to the others.
+trail, the working-memory files; and a node killed with -9 leaves its acknowledged jobs to the others.
 
 One cluster for the module (starting three processes is the slow part); the node-killing test runs last.
 """
@@ -179,6 +179,33 @@ def test_the_audit_command_with_one_nodes_config_lists_writes_made_on_the_others
     done = reme("audit", "--workspace", "audit-ws", "--json", *cluster.args["c"])
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["request_id"] for line in done.stdout.splitlines()] == made
+
+
+def test_working_memory_offloaded_on_one_node_is_read_and_grepped_on_another(cluster: Cluster) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "find the failing payment"}]
+    for i in range(3):
+        call = {"id": f"c{i}", "function": {"name": "logs", "arguments": "{}"}}
+        output = "\n".join([f"line {n} ok" for n in range(200)] + [f"ERROR payment 47{i} declined"])
+        messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"c{i}", "content": output}]  # fmt: skip
+    offloaded = post(cluster.url("a"), "summary_working_memory", cluster.admin, workspace_id="wm-ws",
+                     messages=messages, working_summary_mode="compact", max_tool_message_tokens=50,
+                     max_total_tokens=500, keep_recent_count=1, store_dir="s")  # fmt: skip
+    assert offloaded.status_code == 200, offloaded.text
+    files = list(offloaded.json()["metadata"]["write_file_dict"])
+    assert len(files) >= 2 and all(path.startswith("s/") for path in files), files
+    read = post(cluster.url("b"), "read_working_memory", cluster.admin, workspace_id="wm-ws", file_path=files[0],
+                offset=200, limit=5)  # fmt: skip
+    assert read.status_code == 200 and read.json()["answer"] == "ERROR payment 470 declined", read.text
+    grep = post(cluster.url("b"), "grep_working_memory", cluster.admin, workspace_id="wm-ws", file_path=files[1],
+                pattern=r"error payment \d+")  # fmt: skip
+    assert grep.json()["answer"] == f"{files[1]}:201:ERROR payment 471 declined", grep.text
+    missing = post(cluster.url("b"), "read_working_memory", cluster.admin, workspace_id="other-ws", file_path=files[0])
+    assert missing.status_code == 404, missing.text  # another workspace's folder
+    erased = post(cluster.url("c"), "vector_store", cluster.admin, workspace_id="wm-ws", action="delete")
+    assert erased.json()["metadata"]["action_result"]["purged"]["working_memory_files"] == len(files), erased.text
+    gone = post(cluster.url("a"), "read_working_memory", cluster.admin, workspace_id="wm-ws", file_path=files[0])
+    assert gone.status_code == 404, gone.text
 
 
 def test_a_killed_nodes_acknowledged_jobs_are_all_done_by_the_others(cluster: Cluster) -> None:

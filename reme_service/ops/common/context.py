@@ -4,7 +4,6 @@ workspace (validated) and the prompt language."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -15,16 +14,11 @@ from reme_service.auth.policy import RequestScope
 from reme_service.file_roots import FileRoots
 from reme_service.flow.context import FlowContext
 from reme_service.schema.memory import BaseMemory
-from reme_service.schema.workspace_ids import WorkspaceId, file_name
+from reme_service.schema.workspace_ids import WorkspaceId
 from reme_service.services import Services
+from reme_service.state.interfaces import WorkingFiles
 from reme_service.storage.guarded import GuardedStore
 from reme_service.storage.writer import Writer
-
-
-def workspace_working_root(root: Path, workspace_id: WorkspaceId) -> Path:
-    """The working-memory folder of one workspace (callers with an API key work in it; a workspace delete purges
-    it)."""
-    return root / "workspaces" / file_name(workspace_id)
 
 
 class ServiceContext(FlowContext):
@@ -69,14 +63,12 @@ class ServiceContext(FlowContext):
         return self.services.store(name).bound(self.writer)
 
     @property
-    def working_root(self) -> Path:
-        """Where this request's working-memory files live: the configured root for a trusted caller (no API
-        keys, stdio, the Python API); for a caller with a key, the workspace's own folder under it
-        (`<root>/workspaces/<workspace id>`), so a key reaches no other workspace's files."""
-        root = self.services.config.working_memory_root
-        if self.caller.key_id is None:
-            return root
-        return workspace_working_root(root, self.workspace_id)
+    def working_files(self) -> WorkingFiles:
+        """The working-memory files this request reaches (`state.interfaces.WorkingFiles`; their methods block):
+        the whole root for a trusted caller (no API keys, stdio, the Python API); for a caller with a key, the
+        workspace's own folder under it (`workspaces/<workspace id>`), so a key reaches no other workspace's
+        files."""
+        return self.services.working_store().files(None if self.caller.key_id is None else self.workspace_id)
 
     @property
     def library_roots(self) -> FileRoots:

@@ -16,12 +16,11 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
-from reme_service.durable import remove_tree_synced
 from reme_service.errors import InvalidRequestError, describe_validation_errors
 from reme_service.flow.context import Input
 from reme_service.flow.op import OpParams
 from reme_service.history.lookup import memory_history
-from reme_service.ops.common.context import ServiceContext, workspace_working_root
+from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.vector_store.library_io import library_file, read_library_nodes, write_library
 from reme_service.ops.vector_store.reembed import reembed_workspace
@@ -137,8 +136,7 @@ class VectorStoreActionOp(ServiceOp[VectorStoreActionParams]):
         async with store.lock(ctx.workspace_id):
             memories = (await store.summarize(ctx.workspace_id)).size
             deleted = await store.delete_workspace(ctx.workspace_id)
-            folder = workspace_working_root(ctx.services.config.working_memory_root, ctx.workspace_id)
-            files = await asyncio.to_thread(remove_tree_synced, folder)
+            files = await asyncio.to_thread(ctx.services.working_store().erase_workspace, ctx.workspace_id)
             jobs = await erase_jobs(ctx.workspace_id) if erase_jobs is not None else 0
         purged = {"memories": memories, "working_memory_files": files, "jobs": jobs}
         return {"deleted": deleted, "purged": purged}

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from reme_service.concurrency import ThreadLane
 from reme_service.errors import InvalidRequestError
 from reme_service.ops.working.file_tools import grep_file, read_file
-from reme_service.ops.working.paths import WorkingRoot
+from reme_service.state.interfaces import WorkingFiles
 
 
 def arg_str(arguments: dict[str, Any], name: str, *, required: bool = True) -> str:
@@ -78,7 +78,7 @@ class GrepTool(AgentTool):
         "required": ["file_path", "pattern"],
     }
 
-    def __init__(self, root: WorkingRoot, lane: ThreadLane) -> None:
+    def __init__(self, root: WorkingFiles, lane: ThreadLane) -> None:
         self.root = root
         self.lane = lane
 
@@ -106,7 +106,7 @@ class ReadFileTool(AgentTool):
         "required": ["file_path"],
     }
 
-    def __init__(self, root: WorkingRoot) -> None:
+    def __init__(self, root: WorkingFiles) -> None:
         self.root = root
 
     async def call(self, arguments: dict[str, Any]) -> str:

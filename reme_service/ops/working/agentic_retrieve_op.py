@@ -23,7 +23,6 @@ from reme_service.ops.working import fields
 from reme_service.ops.working.agent_tools import AgentTool, GrepTool, ReadFileTool
 from reme_service.ops.working.message_offload_op import MessageOffloadOp
 from reme_service.ops.working.offload import DiskView, OffloadParams, llm_snapshotter, offload, read_request
-from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
 from reme_service.ops.working.react_loop import react_loop
 from reme_service.schema.messages import Message, Role
 
@@ -61,7 +60,7 @@ class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
     async def run(self, ctx: ServiceContext) -> None:
         params = self.params
         require_llm(ctx, params.llm)
-        root = WorkingRoot(ctx.working_root)
+        root = ctx.working_files
         request = read_request(ctx, root)
         system = Message(role=Role.SYSTEM, content=self.render(ctx, "system"))
         messages = [system, *conversation(ctx)]
@@ -73,7 +72,7 @@ class AgenticRetrieveOp(ServiceOp[AgenticRetrieveParams]):
         async def prepare(current: list[Message]) -> list[Message]:
             outcome = await offload(current, request, params.counter, snapshot, disk)
             if outcome.files:
-                written.extend(await asyncio.to_thread(write_files_atomically, root, outcome.files, ctx.trail))
+                written.extend(await asyncio.to_thread(root.write, outcome.files, ctx.trail))
             return outcome.messages
 
         grep = GrepTool(root, ctx.services.regex_lane)

@@ -14,7 +14,6 @@ from reme_service.flow.op import OpParams
 from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.working import keys
-from reme_service.ops.working.paths import WorkingRoot, write_files_atomically
 
 
 class BatchWriteFileOp(ServiceOp[OpParams]):
@@ -22,6 +21,5 @@ class BatchWriteFileOp(ServiceOp[OpParams]):
 
     async def run(self, ctx: ServiceContext) -> None:
         files = ctx.get(keys.WRITE_FILE_DICT, {})
-        root = WorkingRoot(ctx.working_root)
-        written = await asyncio.to_thread(write_files_atomically, root, files, ctx.trail) if files else []
+        written = await asyncio.to_thread(ctx.working_files.write, files, ctx.trail) if files else []
         ctx.response.metadata["written_files"] = written

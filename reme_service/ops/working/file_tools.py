@@ -1,8 +1,10 @@
 """Grep and read for working-memory files, in Python (no subprocess), confined to the working-memory root.
 
-Both report failures as errors instead of an empty success: a missing file is `NotFoundError` (404), a folder or
-a bad regular expression `InvalidRequestError` (400), a path outside the root `PathNotAllowedError` (403).
-Files are read as UTF-8 with undecodable bytes replaced, line by line, so large files are streamed.
+Both work on any `state.interfaces.WorkingFiles` (a folder of this machine's disk, or the PostgreSQL table every
+node shares), which hands over a file's lines, and report failures as errors instead of an empty success: a
+missing file is `NotFoundError` (404), a folder or a bad regular expression `InvalidRequestError` (400), a path
+outside the root `PathNotAllowedError` (403). Files are read as UTF-8 with undecodable bytes replaced, line by
+line, so large files on disk are streamed.
 
 Patterns come from clients (and from LLMs), so matching has a time budget: the `regex` package (Python `re`
 syntax, `regex.V0`) stops a search when its `timeout` runs out, inside the matcher, so a catastrophically
@@ -18,30 +20,16 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import regex
 
-from reme_service.errors import InvalidRequestError, NotFoundError
-from reme_service.ops.working.paths import WorkingRoot
+from reme_service.errors import InvalidRequestError
 from reme_service.ops.working.pattern_size import MAX_EXPANDED_ATOMS, expanded_size, turns_on_verbose
+from reme_service.state.interfaces import WorkingFiles
 
 MAX_PATTERN_CHARS = 1000
 DEFAULT_GREP_TIMEOUT = 1.0  # seconds of matching a grep may spend in all
 NO_MATCH = 'No matches found for pattern "{pattern}" in file_path "{path}".'
-
-
-def open_file(root: WorkingRoot, file_path: str) -> tuple[Path, str]:
-    """The checked absolute path and its root-relative display form; 404 / 400 when it is not a file."""
-    if not file_path:
-        raise InvalidRequestError("file_path must not be empty")
-    path = root.resolve(file_path, field="file_path")
-    shown = root.relative(path)
-    if not path.exists():
-        raise NotFoundError(f"file {file_path!r} does not exist in the working-memory root")
-    if not path.is_file():
-        raise InvalidRequestError(f"{file_path!r} is not a file")
-    return path, shown
 
 
 def compile_pattern(pattern: str, *, literal: bool, case_sensitive: bool) -> regex.Pattern[str]:
@@ -74,7 +62,7 @@ class GrepResult:
 
 
 def grep_file(
-    root: WorkingRoot,
+    root: WorkingFiles,
     file_path: str,
     pattern: str,
     *,
@@ -88,11 +76,10 @@ def grep_file(
 
     The searches may take `timeout` seconds in all (reading the file is not counted); past it, 400."""
     compiled = compile_pattern(pattern, literal=literal, case_sensitive=case_sensitive)
-    path, shown = open_file(root, file_path)
     lines: list[str] = []
     truncated = False
     left = timeout
-    with path.open(encoding="utf-8", errors="replace", newline=None) as handle:
+    with root.lines(file_path) as (shown, handle):
         for number, line in enumerate(handle, 1):
             line = line.rstrip("\n")
             started = time.monotonic()
@@ -127,15 +114,14 @@ class ReadResult:
     path: str
 
 
-def read_file(root: WorkingRoot, file_path: str, *, offset: int = 0, limit: int = 0) -> ReadResult:
+def read_file(root: WorkingFiles, file_path: str, *, offset: int = 0, limit: int = 0) -> ReadResult:
     """Lines `offset+1 … offset+limit` (0-based `offset`; `limit` 0 = to the end), joined by newlines.
 
     An `offset` past the last line is a 400 that says how many lines the file has.
     """
     if offset < 0 or limit < 0:
         raise InvalidRequestError("offset and limit must be >= 0")
-    path, shown = open_file(root, file_path)
-    with path.open(encoding="utf-8", errors="replace", newline=None) as handle:
+    with root.lines(file_path) as (shown, handle):
         skipped = sum(1 for _ in itertools.islice(handle, offset))
         selected = [line.rstrip("\n") for line in itertools.islice(handle, limit or None)]
         has_more = next(handle, None) is not None

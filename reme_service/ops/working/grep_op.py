@@ -20,7 +20,6 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.working import fields
 from reme_service.ops.working.file_tools import DEFAULT_GREP_TIMEOUT, grep_file
-from reme_service.ops.working.paths import WorkingRoot
 
 PATTERN: Input[str] = Input("pattern", str, default="")
 LIMIT: Input[int] = Input("limit", int, default=50)
@@ -40,7 +39,7 @@ class GrepOp(ServiceOp[GrepParams]):
     not_found = "the file does not exist in the working-memory root"
 
     async def run(self, ctx: ServiceContext) -> None:
-        root = WorkingRoot(ctx.working_root)
+        root = ctx.working_files
         result = await ctx.services.regex_lane.run(
             grep_file,
             root,

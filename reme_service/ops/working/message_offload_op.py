@@ -36,7 +36,6 @@ from reme_service.ops.working.offload import (
     offload,
     read_request,
 )
-from reme_service.ops.working.paths import WorkingRoot
 
 
 class MessageOffloadParams(OffloadParams):
@@ -55,7 +54,7 @@ class MessageOffloadOp(ServiceOp[MessageOffloadParams]):
         if self.params.caller_writes:
             request, disk = read_request(ctx, None), CallerDisk()
         else:
-            root = WorkingRoot(ctx.working_root)
+            root = ctx.working_files
             request, disk = read_request(ctx, root), DiskView(root)
         messages = ctx.input(common_fields.MESSAGES)
         with_llm = ctx.services.llm(self.params.llm).available

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -42,10 +42,11 @@ from reme_service.ops.working.compression import (
     extractive_snapshot,
     plan_compression,
 )
-from reme_service.ops.working.paths import WorkingRoot, existing_indices, safe_stem
+from reme_service.ops.working.paths import safe_stem
 from reme_service.ops.working.token_count import TokenCounter, make_token_counter
 from reme_service.providers.llm.structured import chat_parsed
 from reme_service.schema.messages import Message, Role
+from reme_service.state.interfaces import WorkingFiles
 
 MODES = ("compact", "compress", "auto")
 Snapshotter = Callable[[list[Message], CompressionPlan], Coroutine[Any, Any, str]]
@@ -91,7 +92,7 @@ def caller_dir(store_dir: str) -> str:
     return "" if folder == "." else folder
 
 
-def read_request(ctx: ServiceContext, root: WorkingRoot | None) -> OffloadRequest:
+def read_request(ctx: ServiceContext, root: WorkingFiles | None) -> OffloadRequest:
     """The knobs from the request fields (`fields.OFFLOAD_INPUTS`, range-checked by the request model); 400 for
     an unknown mode, 403 for a `store_dir` outside the root. `root` None: the caller writes the files, and
     `store_dir` is a folder of its own disk (`caller_dir`)."""
@@ -148,26 +149,23 @@ class CallerDisk:
         return 0
 
 
-class DiskView:
-    """The working-memory root as a `Disk`: is a file name free, which archive index comes next."""
+Files = TypeVar("Files", bound=WorkingFiles)
 
-    def __init__(self, root: WorkingRoot) -> None:
+
+class DiskView(Generic[Files]):
+    """The caller's working-memory files (`WorkingFiles`: this machine's disk, or the shared table) as a `Disk`: is
+    a file name free, which archive index comes next."""
+
+    def __init__(self, root: Files) -> None:
         self.root = root
 
     def is_free(self, rel: str, text: str) -> bool:
         """True when the file does not exist or already holds exactly `text` (403 if it resolves outside)."""
-        path = self.root.resolve(rel, field="file path")
-        if not path.exists():
-            return True
-        if not path.is_file():
-            return False
-        data = text.encode("utf-8")
-        return path.stat().st_size == len(data) and path.read_bytes() == data
+        return self.root.is_free(rel, text)
 
     def first_archive_index(self, store_dir: str, chat_id: str) -> int:
         """One past the highest `<chat_id>_<n>.json` in the folder (0 when there is none)."""
-        folder: Path = self.root.resolve(store_dir, field="store_dir")
-        used = existing_indices(folder, f"{chat_id}_", ".json")
+        used = self.root.archive_indices(store_dir, f"{chat_id}_", ".json")
         return max(used) + 1 if used else 0
 
 

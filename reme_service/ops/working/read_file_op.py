@@ -17,7 +17,6 @@ from reme_service.ops.common.context import ServiceContext
 from reme_service.ops.common.op import ServiceOp
 from reme_service.ops.working import fields
 from reme_service.ops.working.file_tools import read_file
-from reme_service.ops.working.paths import WorkingRoot
 
 OFFSET: Input[int] = Input("offset", int, default=0)
 LIMIT: Input[int] = Input("limit", int, default=0)
@@ -28,7 +27,7 @@ class ReadFileOp(ServiceOp[OpParams]):
     not_found = "the file does not exist in the working-memory root"
 
     async def run(self, ctx: ServiceContext) -> None:
-        root = WorkingRoot(ctx.working_root)
+        root = ctx.working_files
         result = await asyncio.to_thread(
             read_file,
             root,

@@ -4,8 +4,9 @@ it and then find the version current).
 
 Tables (`<prefix>` is `state.table_prefix`): `schema` (the version), `keys` (API keys, hashed), `audit` (append
 only: a trigger refuses UPDATE and DELETE), `history` (one row per entry), `jobs` and `job_keys` (the queue and the
-Idempotency-Keys), `buckets` (rate limits), `files` (working-memory files) and `imported` (the files
-`reme state migrate` copied).
+Idempotency-Keys), `buckets` (rate limits), `working_files` (the working-memory files, `pg.working`) and
+`imported` (the files `reme state migrate` copied). `files`, made by the first version for the working-memory
+files, was never used: `working_files` holds them.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ MIGRATIONS: tuple[str, ...] = (
     # 4: whether a rate-limit bucket's last take was granted (`pg.buckets`: told back by the statement that took it)
     """
     ALTER TABLE {p}buckets ADD COLUMN IF NOT EXISTS granted boolean NOT NULL DEFAULT true;
+    """,
+    # 5: the working-memory files (`pg.working`): a row per file, by workspace folder and path inside it (byte order,
+    # so the primary key's index serves the prefix searches of a folder's files)
+    """
+    CREATE TABLE IF NOT EXISTS {p}working_files (
+        folder text COLLATE "C" NOT NULL, path text COLLATE "C" NOT NULL, content bytea NOT NULL, size bigint NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (folder, path));
     """,
 )
 
