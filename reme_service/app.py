@@ -247,7 +247,7 @@ class ReMeApp:
                 meter=self.metrics.meter("store", name),
                 max_memory_bytes=store_cfg.max_memory_bytes,
                 env=self.env,
-            )
+            ).joining(self.history)  # with PostgreSQL history in a pgvector store's database: one transaction
             services.stores[name] = store
             self.metrics.track_resident(name, store.resident_workspaces)
         await asyncio.to_thread(self.file_roots.prepare)

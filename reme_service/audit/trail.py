@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass, field
 
 from reme_service.events.event import Event, EventType
-from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
+from reme_service.history.entry import HistoryStep
 
 
 @dataclass
@@ -63,13 +63,10 @@ class AuditTrail:
         with self._lock:
             self.files.extend(paths)
 
-    def recorded(
-        self, workspace_id: str, entries: list[HistoryEntry], *, scrub: list[str] | None = None, scrub_all: bool = False
-    ) -> None:
-        """History entries of a store write, and the memories whose history must lose its text."""
-        steps: list[HistoryStep] = list(entries)
-        if scrub_all or scrub:
-            steps.append(Scrub(None if scrub_all else frozenset(scrub or ())))
+    def recorded(self, workspace_id: str, steps: list[HistoryStep]) -> None:
+        """History steps of a store write for the recorder to write at the end: entries, and the points where the
+        memories deleted so far lose their text (`Scrub`). A store whose transaction took them (the history in the
+        pgvector store's database: `storage/audit.py`) committed them with the write, and adds none here."""
         if steps:
             with self._lock:
                 self.history.setdefault(workspace_id, []).extend(steps)

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from reme_service.audit.record import AuditRecord
-from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
+from reme_service.history.entry import HistoryEntry, HistoryStep
 from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.state.pg.db import Conn, StateDb
+from reme_service.stores.joined import JoinsTransactions, TransactionWork
 
 
 class PgAuditLog:
@@ -60,31 +62,52 @@ def _entry(entry: HistoryEntry) -> dict[str, Any]:
 
 class PgHistoryLog:
     """One row per history entry; a `Scrub` strips `before` and `after` from the rows it names (a deleted memory's
-    history keeps ids, events and times, never its text), in the transaction of the request's other entries."""
+    history keeps ids, events and times, never its text), in the transaction of the request's other entries.
+
+    `work` gives the same statements to run in another transaction on this database: the pgvector store's write of
+    the memories they record (`stores/joined.py`, `storage/audit.py`)."""
 
     def __init__(self, db: StateDb) -> None:
         self.db = db
 
+    def joins(self, store: object) -> bool:
+        """Whether `store` can write these rows in its own transactions: it joins transactions
+        (`stores.joined.JoinsTransactions`) and its database is this one."""
+        target = self.db.target
+        return isinstance(store, JoinsTransactions) and store.in_database(target.dsn, target.conn_kwargs)
+
+    async def ready(self) -> None:
+        """The history table exists (the schema migrated): before the first joined write of a node whose database
+        was down at start."""
+        if not self.db.opened:
+            await asyncio.to_thread(self.db.ready)
+
+    def work(self, workspace_id: str, steps: Sequence[HistoryStep]) -> TransactionWork:
+        """The writes of `steps` as work for another transaction on this database (a psycopg `AsyncConnection`)."""
+        statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
+
+        async def run(conn: AsyncConnection[Any]) -> None:
+            cursor = conn.cursor()
+            for query, args in statements:
+                if isinstance(args, list):
+                    await cursor.executemany(query, args)
+                else:
+                    await cursor.execute(query, args)
+
+        return run
+
     def write_sync(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None:
         if not steps:
             return
-        workspace = validate_workspace_id(workspace_id)
-        table = self.db.table("history")
+        statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
 
         def work(conn: Conn) -> None:
-            pending: list[tuple[str, str, Jsonb]] = []
             cursor = conn.cursor()
-            insert = f"INSERT INTO {table} (workspace_id, memory_id, entry) VALUES (%s, %s, %s)"  # noqa: S608
-            for step in steps:
-                if isinstance(step, HistoryEntry):
-                    pending.append((workspace, step.memory_id, Jsonb(_entry(step))))
-                    continue
-                if pending:
-                    cursor.executemany(insert, pending)
-                    pending = []
-                _scrub(conn, table, workspace, step)
-            if pending:
-                cursor.executemany(insert, pending)
+            for query, args in statements:
+                if isinstance(args, list):
+                    cursor.executemany(query, args)
+                else:
+                    cursor.execute(query, args)
 
         self.db.run(work)
 
@@ -101,9 +124,28 @@ class PgHistoryLog:
         return await asyncio.to_thread(self.read_sync, workspace_id, memory_id)
 
 
-def _scrub(conn: Conn, table: str, workspace: str, step: Scrub) -> None:
-    query = f"UPDATE {table} SET entry = entry - 'before' - 'after' WHERE workspace_id = %s"  # noqa: S608
-    if step.ids is None:
-        conn.execute(query + " AND entry ?| array['before', 'after']", (workspace,))
-    else:
-        conn.execute(query + " AND memory_id = ANY(%s)", (workspace, sorted(step.ids)))
+#: a statement and its parameters: a list of rows (executemany) or one row
+Statement = tuple[str, list[tuple[Any, ...]] | tuple[Any, ...]]
+
+
+def _statements(table: str, workspace: str, steps: Sequence[HistoryStep]) -> list[Statement]:
+    """The statements that write `steps` in order: runs of entries as one insert of many rows, each `Scrub` one
+    update."""
+    insert = f"INSERT INTO {table} (workspace_id, memory_id, entry) VALUES (%s, %s, %s)"  # noqa: S608
+    scrub = f"UPDATE {table} SET entry = entry - 'before' - 'after' WHERE workspace_id = %s"  # noqa: S608
+    statements: list[Statement] = []
+    pending: list[tuple[Any, ...]] = []
+    for step in steps:
+        if isinstance(step, HistoryEntry):
+            pending.append((workspace, step.memory_id, Jsonb(_entry(step))))
+            continue
+        if pending:
+            statements.append((insert, pending))
+            pending = []
+        if step.ids is None:
+            statements.append((scrub + " AND entry ?| array['before', 'after']", (workspace,)))
+        else:
+            statements.append((scrub + " AND memory_id = ANY(%s)", (workspace, sorted(step.ids))))
+    if pending:
+        statements.append((insert, pending))
+    return statements
