@@ -1,8 +1,9 @@
 """The audit trail and the memories' history in PostgreSQL: `PgAuditLog` (append-only table) and `PgHistoryLog`.
 
 Both write in one transaction per call, committed before the request answers (as the file backends fsync). With a
-pgvector store the history is written right after the memories' own transaction (on the same database, not in
-it): a node killed between the two loses that request's history entries, never the memories (docs/scaling.md).
+pgvector store on the same database (`PgHistoryLog.joins`), a write's history entries are not written by a call of
+their own: `PgHistoryLog.work` gives their statements to the store's write transaction (`stores/joined.py`,
+`storage/audit.py`), so the memories and their history are committed together, or neither (docs/scaling.md).
 """
 
 from __future__ import annotations
