@@ -29,6 +29,7 @@ from reme_service.state.settings import StateTarget, files_folder, state_target
 if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
     from reme_service.state.pg.db import StateDb
     from reme_service.state.pg.events import PgEventRelay
+    from reme_service.state.pg.records import PgJournal
 
 
 @dataclass
@@ -39,6 +40,8 @@ class StateLayer:
     history: HistoryStore | None
     jobs: JobStore
     db: StateDb | None = None
+    #: history entries and audit drafts for a pgvector store's own write transactions (`GuardedStore.joining`)
+    journal: PgJournal | None = None
     _relay: PgEventRelay | None = None
 
     @classmethod
@@ -58,7 +61,7 @@ class StateLayer:
             from reme_service.state.pg.db import StateDb
             from reme_service.state.pg.jobs import PgJobStore
             from reme_service.state.pg.keys import PgKeyRing
-            from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+            from reme_service.state.pg.records import PgAuditLog, PgHistoryLog, PgJournal
         except ImportError as exc:
             raise ConfigError(
                 f"state.backend postgres needs psycopg ({exc}): pip install 'reme-service[pgvector]'"
@@ -71,6 +74,9 @@ class StateLayer:
             history=PgHistoryLog(db) if config.history.enabled else None,
             jobs=PgJobStore(db),
             db=db,
+            journal=PgJournal(db, history=config.history.enabled, audit=config.audit.enabled)
+            if config.history.enabled or config.audit.enabled
+            else None,
         )
 
     def limiter(self, auth: AuthConfig) -> RateLimit | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from reme_service.audit.trail import AuditTrail
 from reme_service.concurrency import OFF_LOOP_ITEMS, off_loop_if
 from reme_service.history.entry import VALID_TO, HistoryEntry, HistoryStep, Scrub, written
 from reme_service.schema.vector_node import VectorNode
@@ -22,15 +23,18 @@ from reme_service.stores.joined import JoinsTransactions, TransactionWork
 from reme_service.stores.vectors import latest_by_id
 
 
-class JoinedHistory(Protocol):
-    """A history store that can write its entries in a store's own transactions (`state.pg.records.PgHistoryLog`
-    with a pgvector store on its database)."""
+class Journal(Protocol):
+    """What can write a request's history entries and audit drafts in a store's own transactions
+    (`state.pg.records.PgJournal`, with a pgvector store on its database)."""
 
     def joins(self, store: object) -> bool: ...
 
     async def ready(self) -> None: ...
 
-    def work(self, workspace_id: str, steps: Sequence[HistoryStep]) -> TransactionWork: ...
+    @property
+    def audit(self) -> bool: ...
+
+    def work(self, workspace_id: str, steps: Sequence[HistoryStep], record: Any, token: str) -> TransactionWork: ...
 
 
 #: a write of the backend, through the store it is given (the backend, or its view joined by the history's work)
@@ -76,18 +80,46 @@ def _deletions(writer: Writer, ids: list[str], *, whole_workspace: bool = False)
 
 
 async def _write(
-    store: VectorStore, journal: JoinedHistory | None, writer: Writer, workspace_id: str, steps: list[HistoryStep],
+    store: VectorStore,
+    journal: Journal | None,
+    writer: Writer,
+    workspace_id: str,
+    steps: list[HistoryStep],
     write: Write,
-) -> Any:  # fmt: skip
-    """Run `write` with the history `steps` of it: in its transaction when the store joins the journal's (and they
-    are then committed, or rolled back, with the memories), else added to the trail for the recorder to write
-    after it. The write failing records nothing."""
-    if journal is None or not steps or not isinstance(store, JoinsTransactions):
+    apply: Callable[[AuditTrail], None],
+    changed: Callable[[Any], bool] = lambda _: True,
+) -> Any:
+    """Run `write`; once it succeeded and `changed` its result, `apply` its changes to the trail.
+
+    With a journal the store joins, the write's history `steps` and a draft of the request's audit record as of this
+    write (the trail with `apply` applied: `AuditTrail.draft`) run in the write's own transaction, committed or
+    rolled back with the memories; the recorder then appends the final record only if it differs from the last
+    draft committed. Otherwise the steps go to the trail, for the recorder to write after the write."""
+    trail = writer.trail
+    drafting = journal is not None and journal.audit and trail.draft is not None
+    if journal is None or not (steps or drafting) or not isinstance(store, JoinsTransactions):
         result = await write(store)
-        _record(writer, workspace_id, steps)
+        if changed(result):
+            _record(writer, workspace_id, steps)
+            apply(trail)
         return result
     await journal.ready()
-    return await write(store.joined(journal.work(workspace_id, steps)))
+    record = trail.draft(trail.projected(apply)) if drafting and trail.draft is not None else None
+    work = journal.work(workspace_id, steps, record, trail.token)
+    ran: list[bool] = []
+
+    async def then(conn: Any) -> None:
+        await work(conn)
+        ran.append(True)
+
+    trail.draft_begins()
+    try:
+        result = await write(store.joined(then))
+    finally:
+        trail.draft_ends(record if ran else None)  # (a drop of an unknown workspace runs no work)
+    if changed(result):
+        apply(trail)
+    return result
 
 
 def _record(writer: Writer, workspace_id: str, steps: list[HistoryStep]) -> None:
@@ -103,7 +135,7 @@ async def audited_upsert(
     write: Write,
     *,
     replace: bool = False,
-    journal: JoinedHistory | None = None,
+    journal: Journal | None = None,
 ) -> int:
     """Run `write` (an upsert of `nodes`, or with `replace` a replacement of the workspace by them) and record it.
     With `journal`, the history is written in the write's own transaction (`_write`)."""
@@ -121,10 +153,13 @@ async def audited_upsert(
         invalidated = [e.memory_id for e in entries if e.event == "INVALIDATE"]
     else:
         invalidated = _invalidated(nodes, before)
-    result = await _write(store, journal, writer, workspace_id, steps, write)
-    trail.wrote(workspace_id, added=[i for i in ids if i not in before], changed=[i for i in ids if i in before])
-    trail.invalidated_ids(workspace_id, invalidated)
-    return int(result)
+    added, changed = [i for i in ids if i not in before], [i for i in ids if i in before]
+
+    def apply(target: AuditTrail) -> None:
+        target.wrote(workspace_id, added=added, changed=changed)
+        target.invalidated_ids(workspace_id, invalidated)
+
+    return int(await _write(store, journal, writer, workspace_id, steps, write, apply))
 
 
 async def audited_delete_ids(
@@ -134,28 +169,25 @@ async def audited_delete_ids(
     ids: Sequence[str],
     write: Write,
     *,
-    journal: JoinedHistory | None = None,
+    journal: Journal | None = None,
 ) -> int:
     before = await _existing(store, workspace_id, ids)
     gone = [i for i in dict.fromkeys(ids) if i in before]  # a repeated id is deleted once
     steps = _deletions(writer, gone) if writer.trail.keeps_history else []
-    result = await _write(store, journal, writer, workspace_id, steps, write)
-    writer.trail.deleted_ids(workspace_id, gone)
-    return int(result)
+
+    def apply(target: AuditTrail) -> None:
+        target.deleted_ids(workspace_id, gone)
+
+    return int(await _write(store, journal, writer, workspace_id, steps, write, apply))
 
 
 async def audited_delete_workspace(
-    store: VectorStore, writer: Writer, workspace_id: str, write: Write, *, journal: JoinedHistory | None = None
+    store: VectorStore, writer: Writer, workspace_id: str, write: Write, *, journal: Journal | None = None
 ) -> bool:
     held = await store.list_ids(workspace_id)
     steps = _deletions(writer, held, whole_workspace=True) if writer.trail.keeps_history else []
-    if journal is not None and steps and isinstance(store, JoinsTransactions):
-        await journal.ready()  # a drop of an unknown workspace runs no work (`JoinsTransactions.joined`)
-        result = bool(await write(store.joined(journal.work(workspace_id, steps))))
-    else:
-        result = bool(await write(store))
-        if result:
-            _record(writer, workspace_id, steps)
-    if result:
-        writer.trail.dropped_workspace(workspace_id, len(held))
-    return result
+
+    def apply(target: AuditTrail) -> None:
+        target.dropped_workspace(workspace_id, len(held))
+
+    return bool(await _write(store, journal, writer, workspace_id, steps, write, apply, changed=bool))

@@ -9,8 +9,9 @@ It answers the whole `VectorStore` contract by calling the backend it holds, and
   stops a job whose key was revoked or whose workspace was erased;
 * **audit and history**: a store bound to a request's `Writer` (`bound`) records each write — `upsert`,
   `delete_ids`, `replace_workspace`, `delete_workspace` and `copy_workspace` — to the writer's audit trail, with
-  the memories' history entries (`storage/audit.py`); with a `journal` (`joining`: the history in the pgvector
-  store's database) the entries are written in the memories' own transaction.
+  the memories' history entries (`storage/audit.py`); with a `journal` (`joining`: the state in the pgvector
+  store's database) the entries and a draft of the request's audit record are written in the memories' own
+  transaction.
 
 The app holds one unbound `GuardedStore` per configured store; each request works on `store.bound(writer)`, a
 light view sharing the backend, the meter and the bound. `vectors_only()` is the view a re-embedding writes through:
@@ -30,7 +31,7 @@ from reme_service.observe.metered import measured
 from reme_service.observe.metrics import Meter
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.storage.audit import (
-    JoinedHistory,
+    Journal,
     audited_delete_ids,
     audited_delete_workspace,
     audited_upsert,
@@ -54,7 +55,7 @@ class GuardedStore(VectorStore):
         max_memory_bytes: int | None = DEFAULT_MAX_MEMORY_BYTES,
         writer: Writer | None = None,
         check_bounds: bool = True,
-        journal: JoinedHistory | None = None,
+        journal: Journal | None = None,
     ) -> None:
         # not `super().__init__`: the wrapper keeps no locks or tasks of its own; the backend's are the store's
         self.inner = inner
@@ -66,13 +67,11 @@ class GuardedStore(VectorStore):
         self._check_bounds = check_bounds
         self.journal = journal
 
-    def joining(self, history: object) -> GuardedStore:
-        """This store writing `history`'s entries in its own write transactions, when `history` can
-        (`storage.audit.JoinedHistory`: it joins the backend, same database); else this store as it is."""
-        joins = getattr(history, "joins", None)
-        if joins is None or not joins(self.inner):
+    def joining(self, journal: Journal | None) -> GuardedStore:
+        """This store writing the history entries and audit drafts of `journal` in its own write transactions, when
+        the journal joins the backend (same database); else this store as it is."""
+        if journal is None or not journal.joins(self.inner):
             return self
-        journal: JoinedHistory = history  # type: ignore[assignment]
         return GuardedStore(self.inner, meter=self.meter, max_memory_bytes=self.max_memory_bytes, journal=journal)
 
     # -- views ------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""With a pgvector store and the state in its database, a write's history entries are committed in the memories'
-own transaction (`stores/joined.py`, `storage/audit.py`): never one without the other.
+"""With a pgvector store and the state in its database, a write's history entries and a draft of its request's
+audit record are committed in the memories' own transaction (`stores/joined.py`, `storage/audit.py`): never one
+without the others.
 
 Each case is an app in process on the tests' real PostgreSQL, with tables of its own (random prefixes). A failure
 is forced with triggers PostgreSQL itself runs: one refusing a history row (the memories must roll back), one
@@ -17,7 +18,11 @@ import psycopg
 import pytest
 
 from reme_service.app import ReMeApp
+from reme_service.auth.caller import TRUSTED
+from reme_service.schema.vector_node import VectorNode
+from reme_service.state.pg.records import read_audit
 from reme_service.storage.guarded import GuardedStore
+from reme_service.storage.writer import Writer
 from reme_service.stores.joined import same_database
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
@@ -75,14 +80,53 @@ async def stored(app: ReMeApp, memory_id: str) -> list[str]:
 @pytest.mark.anyio
 async def test_the_store_joins_the_history_and_each_entry_is_written_once(app: ReMeApp, pg_dsn: str) -> None:  # noqa: F811
     history = app.history
-    assert history is not None and store(app).journal is history  # same database: one transaction
+    assert history is not None and store(app).journal is app.state.journal  # same database: one transaction
     assert (await insert(app, memory("m1", "first")))["success"]
     assert (await insert(app, memory("m1", "second")))["success"]
-    deleted = await app.async_execute(name="vector_store", workspace_id=WS, action="delete", memory_ids=["m1"])
+    deleted = await app.async_execute(name="vector_store", workspace_id=WS, action="delete_ids", memory_ids=["m1"])
     assert deleted["success"], deleted
     assert history_rows(app, pg_dsn, "m1") == ["ADD", "UPDATE", "DELETE"]  # the recorder wrote none again
     entries = await history.read(WS, "m1")
     assert all(e.get("before") is None and e.get("after") is None for e in entries)  # the delete scrubbed them
+    # each request's audit record was committed with its write, and not appended again by the recorder
+    assert len(audit_rows(app, pg_dsn)) == 3
+    records = list(read_audit(app.state.db))  # type: ignore[arg-type]
+    assert [(r.action, r.ids_added, r.ids_changed, r.ids_deleted) for r in records] == [
+        ("insert", ["m1"], [], []),
+        ("insert", [], ["m1"], []),
+        ("delete_ids", [], [], ["m1"]),
+    ]
+
+
+def audit_rows(app: ReMeApp, dsn: str) -> list[tuple[str, str | None]]:
+    """(request id, trail token) of every row of the audit table, in order."""
+    table = f"{app.config.state.table_prefix}audit"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        query = f"SELECT record->>'request_id', trail FROM {table} ORDER BY seq"  # noqa: S608
+        return [(str(row[0]), row[1]) for row in conn.execute(query).fetchall()]
+
+
+@pytest.mark.anyio
+async def test_a_request_of_two_writes_lists_its_final_record_once(app: ReMeApp, pg_dsn: str) -> None:  # noqa: F811
+    trail = app.audit.new_trail("two-writes", "manage")
+    app.audit.expect(trail, "manage", "two_writes", WS, TRUSTED)
+    bound = store(app).bound(Writer(trail))
+    await bound.upsert(WS, [VectorNode(unique_id="a", workspace_id=WS, content="first")])
+    await bound.upsert(WS, [VectorNode(unique_id="b", workspace_id=WS, content="second")])
+    assert [token for _, token in audit_rows(app, pg_dsn)] == [trail.token] * 2  # a draft with each write
+    await app.audit.change("manage", "two_writes", WS, "two-writes", trail, None, TRUSTED)
+    assert len(audit_rows(app, pg_dsn)) == 2  # the final record is the second draft: not appended again
+    [record] = read_audit(app.state.db)  # type: ignore[arg-type]
+    assert record.ids_added == ["a", "b"] and record.status == "ok"
+
+    failed = app.audit.new_trail("fails-after", "manage")
+    app.audit.expect(failed, "manage", "fails_after", WS, TRUSTED)
+    await store(app).bound(Writer(failed)).upsert(WS, [VectorNode(unique_id="c", workspace_id=WS, content="third")])
+    await app.audit.change("manage", "fails_after", WS, "fails-after", failed, "internal_error", TRUSTED)
+    assert len(audit_rows(app, pg_dsn)) == 4  # its draft said ok: the error is appended, and is its record
+    listed = {r.request_id: r for r in read_audit(app.state.db)}  # type: ignore[arg-type]
+    assert list(listed) == ["two-writes", "fails-after"]
+    assert listed["fails-after"].status == "error" and listed["fails-after"].ids_added == ["c"]
 
 
 @pytest.mark.anyio
@@ -102,6 +146,8 @@ async def test_a_failed_history_insert_rolls_the_memories_back(app: ReMeApp, pg_
     assert await stored(app, "poison") == [] and await stored(app, "neighbour") == []
     assert history_rows(app, pg_dsn, "poison") == [] and history_rows(app, pg_dsn, "neighbour") == []
     assert await stored(app, "fine") == ["fine"]
+    # the failed request has its record, written after (no draft was committed)
+    assert [r.status for r in read_audit(app.state.db)] == ["ok", "error"]  # type: ignore[arg-type]
 
 
 @pytest.mark.anyio
@@ -158,3 +204,17 @@ async def test_history_on_another_database_keeps_its_own_transaction(tmp_path: P
         assert history_rows(app, pg_dsn, "m1") == ["ADD"]  # written by the recorder, after the memories
     finally:
         await app.stop()
+
+
+@pytest.mark.anyio
+async def test_a_write_to_an_unknown_workspace_still_gets_its_record(app: ReMeApp) -> None:
+    """A delete in (or a drop of) a workspace that does not exist commits nothing, so no draft either: the
+    recorder appends the request's record."""
+    for action, extra in (("delete_ids", {"memory_ids": ["x"]}), ("delete", {})):
+        answer = await app.async_execute(name="vector_store", workspace_id="never-made", action=action, **extra)
+        assert answer["success"], answer
+    records = list(read_audit(app.state.db))  # type: ignore[arg-type]
+    assert [(r.workspace_id, r.action, r.status) for r in records] == [
+        ("never-made", "delete_ids", "ok"),
+        ("never-made", "delete", "ok"),
+    ]

@@ -62,6 +62,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE {p}buckets ADD COLUMN IF NOT EXISTS granted boolean NOT NULL DEFAULT true;
     """,
+    # 5: (taken by the working-memory files, #38)
+    """
+    SELECT 1;
+    """,
+    # 6: an audit row's request trail token: drafts of a request's record committed with its writes (`pg/records`)
+    """
+    ALTER TABLE {p}audit ADD COLUMN IF NOT EXISTS trail text;
+    CREATE INDEX IF NOT EXISTS {p}audit_trail ON {p}audit (trail, seq) WHERE trail IS NOT NULL;
+    """,
 )
 
 

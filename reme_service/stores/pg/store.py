@@ -120,8 +120,15 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
         view._then = then
         return view
 
-    async def _run_then(self, conn: Conn) -> None:
-        if self._then is not None:
+    async def _run_then(self, conn: Conn, *, pipelined: bool = False) -> None:
+        """The joined work, its statements sent at once (pipeline mode: one round trip), or with the write's own
+        statements when the caller has opened the pipeline (`pipelined`)."""
+        if self._then is None:
+            return
+        if pipelined:
+            await self._then(conn)
+            return
+        async with conn.pipeline():
             await self._then(conn)
 
     def _key(self, name: str) -> int:
@@ -374,8 +381,12 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 return len(batch)
             if dim != new_dim:  # another process fixed the dimension since `prepare` read it
                 raise dimension_error(workspace_id, dim, new_dim, "a vector of the batch")
-            await self._insert(conn, table, batch, version)
-            await self._run_then(conn)
+            if self._then is None:
+                await self._insert(conn, table, batch, version)
+                return len(batch)
+            async with conn.pipeline():  # the rows and the joined work in one round trip
+                await self._insert(conn, table, batch, version)
+                await self._run_then(conn, pipelined=True)
             return len(batch)
 
         written = await self._conns.write("writing nodes", work)
