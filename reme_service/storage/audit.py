@@ -6,6 +6,11 @@ before-values of the memories' history (`history/entry.py`): when the trail keep
 memory written or deleted, and deleted memories (or a dropped or replaced workspace) are marked for scrubbing. An
 update that sets a memory's `valid_to` is an INVALIDATE. The backend's own calls (a `replace_workspace` built on its
 `upsert`) happen inside it and are not seen here, so a write is reported once.
+
+With a `Journal` whose database the backend's transactions run in (the PostgreSQL state beside a pgvector store),
+the history entries and a draft of the request's audit record are made before the write and run inside its
+transaction (`stores/joined.py`), instead of waiting in the trail for the recorder: they are committed with the
+memories, or not at all (`_write`).
 """
 
 from __future__ import annotations
@@ -115,8 +120,10 @@ async def _write(
     trail.draft_begins()
     try:
         result = await write(store.joined(then))
-    finally:
-        trail.draft_ends(record if ran else None)  # (a drop of an unknown workspace runs no work)
+    except BaseException:
+        trail.draft_ends(None)  # rolled back (or, cancelled, left to commit alone: then its draft is its record)
+        raise
+    trail.draft_ends(record if ran else None)  # (a write to an unknown workspace runs no work)
     if changed(result):
         apply(trail)
     return result

@@ -9,7 +9,9 @@ workspaces (`stores/pg/copy_search.py`, `stores/pg/replica.py`). It keeps the wo
 Every write runs in one transaction that first locks the workspace's registry row (its `version` raised, or
 `FOR UPDATE`), so writes to a workspace are serialised across processes and readers see a write whole or not at
 all. `replace_workspace` fills a new table, points the registry row at it and drops the old one, all in one
-transaction.
+transaction. A view made by `joined(then)` runs the caller's `then` in each write's transaction before it commits
+(`stores/joined.py`: the history and audit rows of the PostgreSQL state on this database), sent with an upsert's
+rows in one round trip (pipeline mode).
 
 Search: a workspace of at most `replica_rows` rows is searched in this process's copy of it, brought up to date
 from the registry row's `version` before each search (exact, BM25 fused as the in-process stores fuse it). The
