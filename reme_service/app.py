@@ -248,7 +248,7 @@ class ReMeApp:
                 meter=self.metrics.meter("store", name),
                 max_memory_bytes=store_cfg.max_memory_bytes,
                 env=self.env,
-            )
+            ).joining(self.state.journal)  # the state in a pgvector store's database: one transaction
             services.stores[name] = store
             self.metrics.track_resident(name, store.resident_workspaces)
         await asyncio.to_thread(self.file_roots.prepare)
@@ -350,6 +350,7 @@ class ReMeApp:
             raise RuntimeError("ReMeApp is not started: use `async with ReMeApp(...)` or `await app.start()`")
         caller = caller_now()
         trail = self.audit.new_trail(request_id, runner.name)
+        self.audit.expect_flow(trail, runner.name, request, caller)
         tracked = self.audit.tracking
         if (info := current_request.get()) is not None:
             info.flow = runner.name

@@ -8,14 +8,17 @@ is loaded once. Then:
    keep-alive client, `--requests` sequential requests: p50 and p95;
 2. three nodes (data dirs of their own) behind Debian's haproxy (`reme_service/testing/haproxy.py`, the config of
    docs/scaling.md), the same requests through the balancer (each to the next node);
-3. the state's own cost of a write: an audit row plus a history entry committed in PostgreSQL (`PgAuditLog`,
-   `PgHistoryLog`, as a write request commits them), `--writes` times in-process: p50 and p95.
+3. the state's own cost of a write when it has transactions of its own: an audit row plus a history entry committed
+   in PostgreSQL (`PgAuditLog`, `PgHistoryLog`, as a write request commits them when the state is not in the
+   store's database), `--writes` times in-process: p50 and p95. On a pgvector store's database they ride in the
+   memories' transaction instead: `pg_write_overhead.py` measures that.
 
     .venv/bin/python cookbook/bench/multi_node.py
     .venv/bin/python cookbook/bench/multi_node.py --memories 10000 --requests 400 --writes 1000
 
 Targets (issue #38): p50 through haproxy on three nodes <= 1.3x one node's direct p50; audit + history <= 1 ms per
-write at p50. Every process shares the machine's cores (three services, PostgreSQL, haproxy and this client).
+write at p50 (`pg_write_overhead.py`). Every process shares the machine's cores (three services, PostgreSQL, haproxy
+and this client).
 """
 
 from __future__ import annotations

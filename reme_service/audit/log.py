@@ -43,7 +43,9 @@ class AuditLog:
             if created:  # the day's first line: its file's name must survive a crash too
                 fsync_path(self.directory)
 
-    async def append(self, record: AuditRecord) -> None:
+    async def append(self, record: AuditRecord, *, token: str | None = None) -> None:
+        """Append `record`, on disk when this returns (`token`, the request's trail token, is for the PostgreSQL
+        log's drafts: a file log takes no drafts, so one line per request)."""
         await asyncio.to_thread(self.append_sync, record)
 
 

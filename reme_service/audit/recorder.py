@@ -57,6 +57,66 @@ class AuditRecorder:
         """The audit trail of one request (flows and the management routes): it keeps history when history is on."""
         return AuditTrail(request_id=request_id, flow=flow, keeps_history=self._history is not None)
 
+    def _identity(self, flow: str, request: BaseModel) -> tuple[str, str, dict[str, Any]]:
+        """The workspace (the request's own, the default for an empty one, as sent), the action and the extra fields
+        of a flow request's record."""
+        workspace = getattr(request, "workspace_id", "") or self._default_workspace
+        action = getattr(request, "action", "") if flow == ACTION_FLOW else flow
+        extra: dict[str, Any] = {}
+        source = getattr(request, "src_workspace_id", "")
+        if flow == ACTION_FLOW and action == "copy" and source:
+            extra["src_workspace_id"] = source
+        return workspace, str(action or flow), extra
+
+    def expect_flow(self, trail: AuditTrail, flow: str, request: BaseModel, caller: Caller) -> None:
+        """Let the flow request's writes commit drafts of its record (`expect`)."""
+        workspace, action, extra = self._identity(flow, request)
+        self.expect(trail, flow, action, workspace, caller, extra)
+
+    def expect(
+        self,
+        trail: AuditTrail,
+        flow: str,
+        action: str,
+        workspace_id: str,
+        caller: Caller,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Give `trail` the draft of its request's record (as `change` will make it, had the request succeeded), for
+        a store that commits it with each write (`storage/audit.py`; only with the audit log on)."""
+        if self._log is None:
+            return
+        request_id = trail.request_id
+
+        def draft(projected: AuditTrail) -> AuditRecord:
+            return self._record(flow, action, workspace_id, request_id, projected, None, caller, extra)
+
+        trail.draft = draft
+
+    def _record(
+        self,
+        flow: str,
+        action: str,
+        workspace_id: str,
+        request_id: str,
+        trail: AuditTrail,
+        error_code: str | None,
+        caller: Caller,
+        extra: dict[str, Any] | None,
+    ) -> AuditRecord:
+        record = AuditRecord.of(
+            time=datetime.now(UTC),
+            request_id=request_id,
+            caller=caller,
+            workspace_id=workspace_id,
+            flow=flow,
+            action=action,
+            trail=trail,
+            error_code=error_code,
+        )
+        record.extra.update(extra or {})
+        return record
+
     async def flow_done(
         self, flow: str, request: BaseModel, request_id: str, trail: AuditTrail, error_code: str | None, caller: Caller
     ) -> None:
@@ -67,13 +127,8 @@ class AuditRecorder:
         writes = config is not None and needed_scope(config, request) == "write"
         if not (writes or trail.changed_anything):
             return
-        workspace = getattr(request, "workspace_id", "") or self._default_workspace
-        action = getattr(request, "action", "") if flow == ACTION_FLOW else flow
-        extra: dict[str, Any] = {}
-        source = getattr(request, "src_workspace_id", "")
-        if flow == ACTION_FLOW and action == "copy" and source:
-            extra["src_workspace_id"] = source
-        await self.change(flow, str(action or flow), workspace, request_id, trail, error_code, caller, extra)
+        workspace, action, extra = self._identity(flow, request)
+        await self.change(flow, action, workspace, request_id, trail, error_code, caller, extra)
 
     async def change(
         self,
@@ -87,24 +142,20 @@ class AuditRecorder:
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
-        they are on; both at once, so their fsyncs overlap), as `caller`, on disk when this returns."""
+        they are on; both at once, so their fsyncs overlap), as `caller`, on disk when this returns. A record equal
+        (but for its time) to the draft its last write committed is there already: it is not appended again."""
         for event in trail.events(flow, request_id):
             self._events.publish(event)
         writes: list[Awaitable[Any]] = []
         if self._history is not None:
             writes += [self._history.write(workspace, steps) for workspace, steps in trail.history.items()]
         if self._log is not None:
-            record = AuditRecord.of(
-                time=datetime.now(UTC),
-                request_id=request_id,
-                caller=caller,
-                workspace_id=workspace_id,
-                flow=flow,
-                action=action,
-                trail=trail,
-                error_code=error_code,
-            )
-            record.extra.update(extra or {})
-            writes.append(self._log.append(record))
+            record = self._record(flow, action, workspace_id, request_id, trail, error_code, caller, extra)
+            if not _same(trail.committed_draft, record):
+                writes.append(self._log.append(record, token=trail.token))
         if writes:
             await asyncio.gather(*writes)
+
+
+def _same(draft: AuditRecord | None, record: AuditRecord) -> bool:
+    return draft is not None and draft.model_dump(exclude={"time"}) == record.model_dump(exclude={"time"})

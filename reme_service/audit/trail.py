@@ -6,11 +6,17 @@ changed: every write through the request's store is recorded.
 
 from __future__ import annotations
 
+import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from reme_service.events.event import Event, EventType
-from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
+from reme_service.history.entry import HistoryStep
+
+if TYPE_CHECKING:
+    from reme_service.audit.record import AuditRecord
 
 
 @dataclass
@@ -30,7 +36,15 @@ class AuditTrail:
     files: list[str] = field(default_factory=list)  # working-memory paths written, relative to their root
     invalidated: dict[str, list[str]] = field(default_factory=dict)  # ids also in `changed`: valid_to newly set
     history: dict[str, list[HistoryStep]] = field(default_factory=dict)  # workspace -> entries and scrubs, in order
+    #: names the request's audit rows in PostgreSQL: its drafts and its final record (`state/pg/records.py`)
+    token: str = field(default_factory=lambda: secrets.token_hex(12))
+    #: the request's audit record were it to end now, successfully (`AuditRecorder.expect`): what a write whose
+    #: transaction takes the audit row commits with the memories (`storage/audit.py`); None: no drafts
+    draft: Callable[[AuditTrail], AuditRecord] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _drafted: Any = field(default=None, repr=False)  # the last draft committed
+    _drafting: int = field(default=0, repr=False)  # joined writes under way
+    _overlapped: bool = field(default=False, repr=False)  # two were under way at once: no draft is known final
 
     @property
     def changed_anything(self) -> bool:
@@ -44,6 +58,42 @@ class AuditTrail:
                 if memory_id not in seen:
                     seen.add(memory_id)
                     present.append(memory_id)
+
+    def projected(self, apply: Callable[[AuditTrail], None]) -> AuditTrail:
+        """A copy of the changes so far with `apply` applied: what this trail will hold once a write succeeds."""
+        with self._lock:
+            copy = AuditTrail(
+                request_id=self.request_id,
+                flow=self.flow,
+                keeps_history=self.keeps_history,
+                added={k: list(v) for k, v in self.added.items()},
+                changed={k: list(v) for k, v in self.changed.items()},
+                deleted={k: list(v) for k, v in self.deleted.items()},
+                dropped_workspaces=dict(self.dropped_workspaces),
+                files=list(self.files),
+                token=self.token,
+            )
+        apply(copy)
+        return copy
+
+    def draft_begins(self) -> None:
+        with self._lock:
+            self._drafting += 1
+            self._overlapped = self._overlapped or self._drafting > 1
+
+    def draft_ends(self, committed: AuditRecord | None) -> None:
+        """A joined write ended; `committed` is the draft its transaction committed (None: none)."""
+        with self._lock:
+            self._drafting -= 1
+            if committed is not None:
+                self._drafted = committed
+
+    @property
+    def committed_draft(self) -> AuditRecord | None:
+        """The last draft committed, when it is known to be the request's last row (no two drafting writes ran at
+        once: then the order of their rows is not known here)."""
+        with self._lock:
+            return None if self._overlapped else self._drafted
 
     def wrote(self, workspace_id: str, *, added: list[str], changed: list[str]) -> None:
         if added:
@@ -63,13 +113,10 @@ class AuditTrail:
         with self._lock:
             self.files.extend(paths)
 
-    def recorded(
-        self, workspace_id: str, entries: list[HistoryEntry], *, scrub: list[str] | None = None, scrub_all: bool = False
-    ) -> None:
-        """History entries of a store write, and the memories whose history must lose its text."""
-        steps: list[HistoryStep] = list(entries)
-        if scrub_all or scrub:
-            steps.append(Scrub(None if scrub_all else frozenset(scrub or ())))
+    def recorded(self, workspace_id: str, steps: list[HistoryStep]) -> None:
+        """History steps of a store write for the recorder to write at the end: entries, and the points where the
+        memories deleted so far lose their text (`Scrub`). A store whose transaction took them (the history in the
+        pgvector store's database: `storage/audit.py`) committed them with the write, and adds none here."""
         if steps:
             with self._lock:
                 self.history.setdefault(workspace_id, []).extend(steps)

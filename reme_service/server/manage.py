@@ -193,6 +193,7 @@ class ManageAPI:
         workspace_id = validate_workspace_id(workspace_id)
         caller = caller_now()
         trail = self.app.audit.new_trail(request_id, AUDIT_FLOW)
+        self.app.audit.expect(trail, AUDIT_FLOW, action, workspace_id, caller)
         error_code: str | None = None
         try:
             scope = workspace_scope(caller, workspace_id, "write", what)

@@ -54,13 +54,14 @@ class RateLimit(Protocol):
 
 
 class AuditSink(Protocol):
-    """Where audit records are appended, durable when `append` returns (`audit.log.AuditLog`, `pg.audit.PgAuditLog`)."""
+    """Where audit records are appended, durable when `append` returns (`audit.log.AuditLog`, `pg.records.PgAuditLog`).
+    `token` is the request's trail token: the PostgreSQL log keeps, of the rows of one token, the last."""
 
-    async def append(self, record: AuditRecord) -> None: ...
+    async def append(self, record: AuditRecord, *, token: str | None = None) -> None: ...
 
 
 class HistoryStore(Protocol):
-    """Every memory's history (`history.log.HistoryLog`, `pg.history.PgHistoryLog`)."""
+    """Every memory's history (`history.log.HistoryLog`, `pg.records.PgHistoryLog`)."""
 
     async def write(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None: ...
 

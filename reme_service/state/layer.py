@@ -30,6 +30,7 @@ from reme_service.state.working_folder import WorkingFolders
 if TYPE_CHECKING:  # `state/pg/` needs psycopg (the `pgvector` extra): imported only when PostgreSQL is chosen
     from reme_service.state.pg.db import StateDb
     from reme_service.state.pg.events import PgEventRelay
+    from reme_service.state.pg.records import PgJournal
 
 
 @dataclass
@@ -41,6 +42,8 @@ class StateLayer:
     jobs: JobStore
     working: WorkingStore
     db: StateDb | None = None
+    #: history entries and audit drafts for a pgvector store's own write transactions (`GuardedStore.joining`)
+    journal: PgJournal | None = None
     _relay: PgEventRelay | None = None
 
     @classmethod
@@ -61,7 +64,7 @@ class StateLayer:
             from reme_service.state.pg.db import StateDb
             from reme_service.state.pg.jobs import PgJobStore
             from reme_service.state.pg.keys import PgKeyRing
-            from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+            from reme_service.state.pg.records import PgAuditLog, PgHistoryLog, PgJournal
             from reme_service.state.pg.working import PgWorkingStore
         except ImportError as exc:
             raise ConfigError(
@@ -76,6 +79,9 @@ class StateLayer:
             jobs=PgJobStore(db),
             working=PgWorkingStore(db, config.working_memory_root),
             db=db,
+            journal=PgJournal(db, history=config.history.enabled, audit=config.audit.enabled)
+            if config.history.enabled or config.audit.enabled
+            else None,
         )
 
     def limiter(self, auth: AuthConfig) -> RateLimit | None:

@@ -9,7 +9,9 @@ It answers the whole `VectorStore` contract by calling the backend it holds, and
   stops a job whose key was revoked or whose workspace was erased;
 * **audit and history**: a store bound to a request's `Writer` (`bound`) records each write — `upsert`,
   `delete_ids`, `replace_workspace`, `delete_workspace` and `copy_workspace` — to the writer's audit trail, with
-  the memories' history entries (`storage/audit.py`).
+  the memories' history entries (`storage/audit.py`); with a `journal` (`joining`: the state in the pgvector
+  store's database) the entries and a draft of the request's audit record are written in the memories' own
+  transaction.
 
 The app holds one unbound `GuardedStore` per configured store; each request works on `store.bound(writer)`, a
 light view sharing the backend, the meter and the bound. `vectors_only()` is the view a re-embedding writes through:
@@ -29,6 +31,7 @@ from reme_service.observe.metered import measured
 from reme_service.observe.metrics import Meter
 from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.storage.audit import (
+    Journal,
     audited_delete_ids,
     audited_delete_workspace,
     audited_upsert,
@@ -52,6 +55,7 @@ class GuardedStore(VectorStore):
         max_memory_bytes: int | None = DEFAULT_MAX_MEMORY_BYTES,
         writer: Writer | None = None,
         check_bounds: bool = True,
+        journal: Journal | None = None,
     ) -> None:
         # not `super().__init__`: the wrapper keeps no locks or tasks of its own; the backend's are the store's
         self.inner = inner
@@ -61,12 +65,22 @@ class GuardedStore(VectorStore):
         self.max_memory_bytes = max_memory_bytes
         self.writer = writer
         self._check_bounds = check_bounds
+        self.journal = journal
+
+    def joining(self, journal: Journal | None) -> GuardedStore:
+        """This store writing the history entries and audit drafts of `journal` in its own write transactions, when
+        the journal joins the backend (same database); else this store as it is."""
+        if journal is None or not journal.joins(self.inner):
+            return self
+        return GuardedStore(self.inner, meter=self.meter, max_memory_bytes=self.max_memory_bytes, journal=journal)
 
     # -- views ------------------------------------------------------------------------------------------
 
     def bound(self, writer: Writer | None) -> GuardedStore:
         """This store, recording its writes for `writer` (None: recording nothing)."""
-        return GuardedStore(self.inner, meter=self.meter, max_memory_bytes=self.max_memory_bytes, writer=writer)
+        return GuardedStore(
+            self.inner, meter=self.meter, max_memory_bytes=self.max_memory_bytes, writer=writer, journal=self.journal
+        )
 
     def vectors_only(self) -> GuardedStore:
         """This store for writes that change vectors, not memories (a re-embedding writes every memory back with
@@ -86,7 +100,9 @@ class GuardedStore(VectorStore):
         inner, writer = self.inner, self.writer
         if writer is None:
             return await measured(self.meter, "upsert", inner.upsert(workspace_id, nodes))
-        write = audited_upsert(inner, writer, workspace_id, nodes, lambda: inner.upsert(workspace_id, nodes))
+        write = audited_upsert(
+            inner, writer, workspace_id, nodes, lambda store: store.upsert(workspace_id, nodes), journal=self.journal
+        )
         return await measured(self.meter, "upsert", write)
 
     async def replace_workspace(self, workspace_id: str, nodes: Sequence[VectorNode]) -> int:
@@ -96,8 +112,9 @@ class GuardedStore(VectorStore):
         if writer is None:
             return await measured(self.meter, "replace_workspace", inner.replace_workspace(workspace_id, nodes))
         write = audited_upsert(
-            inner, writer, workspace_id, nodes, lambda: inner.replace_workspace(workspace_id, nodes), replace=True
-        )
+            inner, writer, workspace_id, nodes, lambda store: store.replace_workspace(workspace_id, nodes),
+            replace=True, journal=self.journal,
+        )  # fmt: skip
         return await measured(self.meter, "replace_workspace", write)
 
     async def delete_ids(self, workspace_id: str, ids: Sequence[str]) -> int:
@@ -105,7 +122,9 @@ class GuardedStore(VectorStore):
         inner, writer = self.inner, self.writer
         if writer is None:
             return await measured(self.meter, "delete_ids", inner.delete_ids(workspace_id, ids))
-        write = audited_delete_ids(inner, writer, workspace_id, ids, lambda: inner.delete_ids(workspace_id, ids))
+        write = audited_delete_ids(
+            inner, writer, workspace_id, ids, lambda store: store.delete_ids(workspace_id, ids), journal=self.journal
+        )
         return await measured(self.meter, "delete_ids", write)
 
     async def delete_workspace(self, workspace_id: str) -> bool:
@@ -113,7 +132,9 @@ class GuardedStore(VectorStore):
         inner, writer = self.inner, self.writer
         if writer is None:
             return await measured(self.meter, "delete_workspace", inner.delete_workspace(workspace_id))
-        write = audited_delete_workspace(inner, writer, workspace_id, lambda: inner.delete_workspace(workspace_id))
+        write = audited_delete_workspace(
+            inner, writer, workspace_id, lambda store: store.delete_workspace(workspace_id), journal=self.journal
+        )
         return await measured(self.meter, "delete_workspace", write)
 
     async def copy_workspace(self, src: str, dest: str) -> int:
@@ -131,7 +152,9 @@ class GuardedStore(VectorStore):
             await inner.create_workspace(dest)
             return 0
         copies = [n.model_copy(update={"workspace_id": dest}) for n in nodes]
-        await audited_upsert(inner, writer, dest, copies, lambda: inner.upsert(dest, copies))
+        await audited_upsert(
+            inner, writer, dest, copies, lambda store: store.upsert(dest, copies), journal=self.journal
+        )
         return len(copies)
 
     async def create_workspace(self, workspace_id: str) -> None:

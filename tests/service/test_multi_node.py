@@ -1,9 +1,11 @@
 """Three nodes, one PostgreSQL (#38): three service processes with data dirs of their own, on one pgvector store
 and one PostgreSQL state (`state.backend: auto`), behind Debian's haproxy. What one node does, every node sees:
 keys (made and revoked with any node's config), change events, history, jobs and Idempotency-Keys, the audit
-trail, the working-memory files; and a node killed with -9 leaves its acknowledged jobs to the others.
+trail, the working-memory files; and a node killed with -9 leaves its acknowledged jobs to the others and loses
+none of its acknowledged writes (memory, history, audit line).
 
-One cluster for the module (starting three processes is the slow part); the node-killing test runs last.
+One cluster for the module (starting three processes is the slow part); the node-killing tests run last: A is
+killed with queued jobs, then B during synchronous writes.
 """
 
 from __future__ import annotations
@@ -233,3 +235,72 @@ def test_a_killed_nodes_acknowledged_jobs_are_all_done_by_the_others(cluster: Cl
     for index in range(5):  # each job wrote its one memory once: four jobs a workspace, the same memory each time
         listed = post(cluster.url("c"), "vector_store", cluster.admin, workspace_id=f"kill-ws{index}", action="list")
         assert len(listed.json()["metadata"]["action_result"]) >= 1
+
+
+class Writers:
+    """Clients writing through one node in threads until it stops answering: `vector_store insert` (one memory a
+    request) and `POST /workspaces/{id}/memories`, each keeping the memory ids and request ids acknowledged."""
+
+    FLOW_WS, MANAGE_WS = "kill9-flow", "kill9-manage"
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url, self.headers = url, headers
+        self.acked: dict[str, list[tuple[str, str]]] = {self.FLOW_WS: [], self.MANAGE_WS: []}
+        self.lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self.write, args=(workspace, n), daemon=True)
+            for workspace in self.acked
+            for n in range(2)
+        ]
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(done) for done in self.acked.values())
+
+    def write(self, workspace: str, thread: int) -> None:
+        with httpx.Client(base_url=self.url, headers=self.headers, timeout=30) as client:
+            for index in range(100_000):
+                memory_id = f"t{thread}-{index}"
+                memory = {"memory_id": memory_id, "when_to_use": f"when {memory_id}", "content": f"text {memory_id}"}
+                try:
+                    if workspace == self.FLOW_WS:
+                        body = {"workspace_id": workspace, "action": "insert", "memory_dicts": [memory]}
+                        answer = client.post("/vector_store", json=body)
+                        acked = answer.status_code == 200 and answer.json()["success"] is True
+                    else:
+                        answer = client.post(f"/workspaces/{workspace}/memories", json=memory)
+                        acked = answer.status_code == 201
+                except httpx.TransportError:
+                    return  # the node is gone
+                if acked:
+                    with self.lock:
+                        self.acked[workspace].append((memory_id, answer.headers["x-request-id"]))
+
+
+def test_a_node_killed_during_writes_loses_no_acknowledged_memory_history_or_audit_line(cluster: Cluster) -> None:
+    """After the jobs' test (node A is gone): B is killed with -9 while four clients write through it; every write
+    it acknowledged is found via C with its history (ADD) and its audit line."""
+    writers = Writers(cluster.url("b"), cluster.admin)
+    for thread in writers.threads:
+        thread.start()
+    until_sync(lambda: writers.count() >= 40, limit=60)
+    node = cluster.nodes["b"]
+    os.kill(node.process.pid, signal.SIGKILL)
+    node.process.wait()
+    for thread in writers.threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    config = cluster.args["c"]
+    for workspace, acked in writers.acked.items():
+        assert acked, workspace
+        listed = post(cluster.url("c"), "vector_store", cluster.admin, workspace_id=workspace, action="list")
+        stored = {m["memory_id"] for m in listed.json()["metadata"]["action_result"]}
+        assert {memory_id for memory_id, _ in acked} <= stored, workspace
+        for memory_id, _ in acked:
+            url = f"{cluster.url('c')}/workspaces/{workspace}/memories/{memory_id}/history"
+            entries = httpx.get(url, headers=cluster.admin).json()
+            assert [entry["event"] for entry in entries] == ["ADD"], (workspace, memory_id, entries)
+        done = reme("audit", "--workspace", workspace, "--json", *config)
+        assert done.returncode == 0, done.stderr
+        audited = {json.loads(line)["request_id"] for line in done.stdout.splitlines()}
+        assert {request_id for _, request_id in acked} <= audited, workspace

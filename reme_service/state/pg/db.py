@@ -63,6 +63,11 @@ class StateDb:
             self._pool = pool
             return pool
 
+    @property
+    def opened(self) -> bool:
+        """Whether the pool is open (the schema was migrated by this process)."""
+        return self._pool is not None
+
     def ready(self) -> None:
         """Connect and ready the schema now (StoreError when PostgreSQL cannot be reached)."""
         self.run(lambda conn: None)

@@ -1,8 +1,12 @@
-"""The audit trail and the memories' history in PostgreSQL: `PgAuditLog` (append-only table) and `PgHistoryLog`.
+"""The audit trail and the memories' history in PostgreSQL: `PgAuditLog` (append-only table), `PgHistoryLog` and
+`PgJournal`.
 
-Both write in one transaction per call, committed before the request answers (as the file backends fsync). With a
-pgvector store the history is written right after the memories' own transaction (on the same database, not in
-it): a node killed between the two loses that request's history entries, never the memories (docs/scaling.md).
+Each writes in one transaction per call, committed before the request answers (as the file backends fsync). With a
+pgvector store on the same database (`PgJournal.joins`), a write's history entries and a draft of its request's
+audit record are not written by calls of their own: `PgJournal.work` gives their statements to the store's write
+transaction (`stores/joined.py`, `storage/audit.py`), so the memories, their history and the audit row are committed
+together, or none of them (docs/scaling.md). A request's rows carry its trail token (`AuditTrail.token`); its record
+is the last of them (`read_audit`): its final record is appended only when it differs from the last draft.
 """
 
 from __future__ import annotations
@@ -12,25 +16,81 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from reme_service.audit.record import AuditRecord
-from reme_service.history.entry import HistoryEntry, HistoryStep, Scrub
+from reme_service.history.entry import HistoryEntry, HistoryStep
 from reme_service.schema.workspace_ids import validate_workspace_id
 from reme_service.state.pg.db import Conn, StateDb
+from reme_service.stores.joined import JoinsTransactions, TransactionWork
+
+#: a statement and its parameters: a list of rows (executemany) or one row
+Statement = tuple[str, list[tuple[Any, ...]] | tuple[Any, ...]]
+
+
+class PgJournal:
+    """The history entries and the audit draft of a write, as work for the pgvector store's own transaction on this
+    database (`stores/joined.py`, `storage/audit.py`): committed with the memories, or rolled back with them."""
+
+    def __init__(self, db: StateDb, *, history: bool, audit: bool) -> None:
+        self.db = db
+        self.history = history
+        self.audit = audit
+
+    def joins(self, store: object) -> bool:
+        """Whether `store` can write these rows in its own transactions: it joins transactions
+        (`stores.joined.JoinsTransactions`) and its database is this one."""
+        target = self.db.target
+        return isinstance(store, JoinsTransactions) and store.in_database(target.dsn, target.conn_kwargs)
+
+    async def ready(self) -> None:
+        """The tables exist (the schema migrated): before the first joined write of a node whose database was down
+        at start."""
+        if not self.db.opened:
+            await asyncio.to_thread(self.db.ready)
+
+    def work(
+        self, workspace_id: str, steps: Sequence[HistoryStep], record: AuditRecord | None, token: str
+    ) -> TransactionWork:
+        """The writes of `steps` (history kept) and of `record` (the request's audit record as of this write, with
+        its trail `token`; None: none) for another transaction on this database (a psycopg `AsyncConnection`)."""
+        statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
+        if record is not None:
+            statements.append(_audit_insert(self.db.table("audit"), record, token))
+
+        async def run(conn: AsyncConnection[Any]) -> None:
+            # nothing is fetched: in the store's pipeline they go with its own statements (`stores/pg/store.py`)
+            cursor = conn.cursor()
+            for query, args in statements:
+                if isinstance(args, list):
+                    await cursor.executemany(query, args)
+                else:
+                    await cursor.execute(query, args)
+
+        return run
 
 
 class PgAuditLog:
+    """The append-only `audit` table. A row may carry its request's trail token (`AuditTrail.token`): a request whose
+    writes committed drafts of its record (`PgJournal`) has several rows, and the last one is its record
+    (`read_audit`)."""
+
     def __init__(self, db: StateDb) -> None:
         self.db = db
 
-    def append_sync(self, record: AuditRecord) -> None:
-        query = f"INSERT INTO {self.db.table('audit')} (time, workspace_id, record) VALUES (%s, %s, %s)"  # noqa: S608
-        data = record.model_dump(mode="json", exclude_defaults=False)
-        self.db.run(lambda conn: conn.execute(query, (record.time, record.workspace_id, Jsonb(data))))
+    def append_sync(self, record: AuditRecord, *, token: str | None = None) -> None:
+        query, args = _audit_insert(self.db.table("audit"), record, token)
+        self.db.run(lambda conn: conn.execute(query, args))
 
-    async def append(self, record: AuditRecord) -> None:
-        await asyncio.to_thread(self.append_sync, record)
+    async def append(self, record: AuditRecord, *, token: str | None = None) -> None:
+        await asyncio.to_thread(self.append_sync, record, token=token)
+
+
+def _audit_insert(table: str, record: AuditRecord, token: str | None) -> Statement:
+    query = f"INSERT INTO {table} (time, workspace_id, record, trail) VALUES (%s, %s, %s, %s)"  # noqa: S608
+    data = record.model_dump(mode="json", exclude_defaults=False)
+    return query, (record.time, record.workspace_id, Jsonb(data), token)
 
 
 def read_audit(
@@ -48,7 +108,12 @@ def read_audit(
     if until:
         clauses.append("time < %s")
         args.append(until)
-    query = f"SELECT record FROM {db.table('audit')} WHERE {' AND '.join(clauses)} ORDER BY seq"  # noqa: S608
+    # of a request's rows with one trail token (drafts committed with its writes, then maybe its final record), the last
+    table = db.table("audit")
+    clauses.append(
+        f"(a.trail IS NULL OR NOT EXISTS (SELECT 1 FROM {table} b WHERE b.trail = a.trail AND b.seq > a.seq))"
+    )
+    query = f"SELECT record FROM {table} a WHERE {' AND '.join(clauses)} ORDER BY seq"  # noqa: S608
     rows = db.run(lambda conn: conn.execute(query, args).fetchall())
     for (record,) in rows:
         yield AuditRecord.model_validate(record)
@@ -68,23 +133,15 @@ class PgHistoryLog:
     def write_sync(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None:
         if not steps:
             return
-        workspace = validate_workspace_id(workspace_id)
-        table = self.db.table("history")
+        statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
 
         def work(conn: Conn) -> None:
-            pending: list[tuple[str, str, Jsonb]] = []
             cursor = conn.cursor()
-            insert = f"INSERT INTO {table} (workspace_id, memory_id, entry) VALUES (%s, %s, %s)"  # noqa: S608
-            for step in steps:
-                if isinstance(step, HistoryEntry):
-                    pending.append((workspace, step.memory_id, Jsonb(_entry(step))))
-                    continue
-                if pending:
-                    cursor.executemany(insert, pending)
-                    pending = []
-                _scrub(conn, table, workspace, step)
-            if pending:
-                cursor.executemany(insert, pending)
+            for query, args in statements:
+                if isinstance(args, list):
+                    cursor.executemany(query, args)
+                else:
+                    cursor.execute(query, args)
 
         self.db.run(work)
 
@@ -101,9 +158,24 @@ class PgHistoryLog:
         return await asyncio.to_thread(self.read_sync, workspace_id, memory_id)
 
 
-def _scrub(conn: Conn, table: str, workspace: str, step: Scrub) -> None:
-    query = f"UPDATE {table} SET entry = entry - 'before' - 'after' WHERE workspace_id = %s"  # noqa: S608
-    if step.ids is None:
-        conn.execute(query + " AND entry ?| array['before', 'after']", (workspace,))
-    else:
-        conn.execute(query + " AND memory_id = ANY(%s)", (workspace, sorted(step.ids)))
+def _statements(table: str, workspace: str, steps: Sequence[HistoryStep]) -> list[Statement]:
+    """The statements that write `steps` in order: runs of entries as one insert of many rows, each `Scrub` one
+    update."""
+    insert = f"INSERT INTO {table} (workspace_id, memory_id, entry) VALUES (%s, %s, %s)"  # noqa: S608
+    scrub = f"UPDATE {table} SET entry = entry - 'before' - 'after' WHERE workspace_id = %s"  # noqa: S608
+    statements: list[Statement] = []
+    pending: list[tuple[Any, ...]] = []
+    for step in steps:
+        if isinstance(step, HistoryEntry):
+            pending.append((workspace, step.memory_id, Jsonb(_entry(step))))
+            continue
+        if pending:
+            statements.append((insert, pending))
+            pending = []
+        if step.ids is None:
+            statements.append((scrub + " AND entry ?| array['before', 'after']", (workspace,)))
+        else:
+            statements.append((scrub + " AND memory_id = ANY(%s)", (workspace, sorted(step.ids))))
+    if pending:
+        statements.append((insert, pending))
+    return statements

@@ -70,6 +70,11 @@ MIGRATIONS: tuple[str, ...] = (
         folder text COLLATE "C" NOT NULL, path text COLLATE "C" NOT NULL, content bytea NOT NULL, size bigint NOT NULL,
         updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (folder, path));
     """,
+    # 6: an audit row's request trail token: drafts of a request's record committed with its writes (`pg/records`)
+    """
+    ALTER TABLE {p}audit ADD COLUMN IF NOT EXISTS trail text;
+    CREATE INDEX IF NOT EXISTS {p}audit_trail ON {p}audit (trail, seq) WHERE trail IS NOT NULL;
+    """,
 )
 
 

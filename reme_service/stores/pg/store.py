@@ -9,7 +9,9 @@ workspaces (`stores/pg/copy_search.py`, `stores/pg/replica.py`). It keeps the wo
 Every write runs in one transaction that first locks the workspace's registry row (its `version` raised, or
 `FOR UPDATE`), so writes to a workspace are serialised across processes and readers see a write whole or not at
 all. `replace_workspace` fills a new table, points the registry row at it and drops the old one, all in one
-transaction.
+transaction. A view made by `joined(then)` runs the caller's `then` in each write's transaction before it commits
+(`stores/joined.py`: the history and audit rows of the PostgreSQL state on this database), sent with an upsert's
+rows in one round trip (pipeline mode).
 
 Search: a workspace of at most `replica_rows` rows is searched in this process's copy of it, brought up to date
 from the registry row's `version` before each search (exact, BM25 fused as the in-process stores fuse it). The
@@ -27,8 +29,9 @@ process's asyncio lock.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -43,6 +46,7 @@ from reme_service.schema.vector_node import SearchHit, VectorNode
 from reme_service.schema.workspace_ids import WorkspaceId, validate_workspace_id
 from reme_service.stores.base import Filter
 from reme_service.stores.filters import Condition
+from reme_service.stores.joined import TransactionWork, same_database
 from reme_service.stores.params import PgvectorStoreParams
 from reme_service.stores.pg.conn import Conn
 from reme_service.stores.pg.connections import PgConnections, advisory_key
@@ -104,6 +108,30 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             budget_bytes=params.replica_mb << 20,
         )
         self._copies = CopySearches(self._replicas, self._rows, self._conns, lambda: self.embedder)
+        self._then: TransactionWork | None = None  # run in each write's transaction (`joined`)
+
+    # ----- writes joined by the caller's work (`stores/joined.py`) -----
+
+    def in_database(self, dsn: str, conn_kwargs: Mapping[str, Any]) -> bool:
+        return same_database(self.params.conninfo_parts(), (dsn, conn_kwargs))
+
+    def joined(self, then: TransactionWork) -> PgvectorVectorStore:
+        """This store (every collaborator shared: pools, caches, locks) with `then` run in each write's
+        transaction, after its statements, before the commit."""
+        view = copy.copy(self)
+        view._then = then
+        return view
+
+    async def _run_then(self, conn: Conn, *, pipelined: bool = False) -> None:
+        """The joined work, its statements sent at once (pipeline mode: one round trip), or with the write's own
+        statements when the caller has opened the pipeline (`pipelined`)."""
+        if self._then is None:
+            return
+        if pipelined:
+            await self._then(conn)
+            return
+        async with conn.pipeline():
+            await self._then(conn)
 
     def _key(self, name: str) -> int:
         """A 64-bit advisory-lock key for `name` under this prefix."""
@@ -351,10 +379,16 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 if await self._schema.index_table(conn, table, new_dim, len(batch)):
                     deferred.append(table)
                 await self._schema.set_dim(conn, workspace_id, new_dim)
+                await self._run_then(conn)
                 return len(batch)
             if dim != new_dim:  # another process fixed the dimension since `prepare` read it
                 raise dimension_error(workspace_id, dim, new_dim, "a vector of the batch")
-            await self._insert(conn, table, batch, version)
+            if self._then is None:
+                await self._insert(conn, table, batch, version)
+                return len(batch)
+            async with conn.pipeline():  # the rows and the joined work in one round trip
+                await self._insert(conn, table, batch, version)
+                await self._run_then(conn, pipelined=True)
             return len(batch)
 
         written = await self._conns.write("writing nodes", work)
@@ -396,6 +430,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
             if left is not None and not left[0]:  # empty again: its next vectors choose the dimension
                 await self._schema.drop_table(conn, tbl)
                 await self._schema.set_dim(conn, workspace_id, None, self._schema.table_name(workspace_id))
+            await self._run_then(conn)
             return deleted
 
         try:
@@ -418,6 +453,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                     deferred.append(fresh)
             await self._schema.set_dim(conn, workspace_id, batch.dim if batch.ids else None, fresh)
             await self._schema.drop_table(conn, old)
+            await self._run_then(conn)
             return len(batch)
 
         try:
@@ -435,6 +471,7 @@ class PgvectorVectorStore(RemoteVectorStore[PgWhere]):
                 return False
             await self._schema.unregister(conn, workspace_id)
             await self._schema.drop_table(conn, entry[0])
+            await self._run_then(conn)
             return True
 
         try:
