@@ -1,8 +1,9 @@
 """The TypeScript client of `clients/typescript` for the tests that run it: npm and node located (or the test
-skipped, saying why), the package installed from its lock file and built once per test session, and used under a
-lock that every pytest session of the machine takes: `scripts/test.sh` runs the store passes beside the main pass,
-and one session's `npm ci` (which empties `node_modules`) or build (which rewrites `dist/`) must not run under
-another's (npm failed with ENOTEMPTY when they met)."""
+skipped, saying why), the package installed from its lock file once (a stamp in node_modules names the lock file
+it came from, so the passes and xdist workers of one run do not install it again) and built once per test session,
+and used under a lock that every pytest session of the machine takes: `scripts/test.sh` runs several passes at
+once, and one session's `npm ci` (which empties `node_modules`) or build (which rewrites `dist/`) must not run
+under another's (npm failed with ENOTEMPTY when they met)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,21 @@ def run_npm(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
     return result
 
 
+def _lock_digest() -> str:
+    """The digest of what `npm ci` installs from: package.json and package-lock.json."""
+    files = (CLIENT_DIR / "package.json", CLIENT_DIR / "package-lock.json")
+    return hashlib.sha256(b"\0".join(path.read_bytes() for path in files)).hexdigest()
+
+
 @functools.cache
 def _build() -> Path:
-    run_npm("ci", "--no-audit", "--no-fund")
+    """`npm ci` unless node_modules was installed by it from this very lock file (its stamp, written after the
+    install, says so: the sessions and xdist workers of one run install once), then the build."""
+    stamp = CLIENT_DIR / "node_modules" / ".reme-installed-from"
+    digest = _lock_digest()
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != digest:
+        run_npm("ci", "--no-audit", "--no-fund")  # empties node_modules first, the stamp with it
+        stamp.write_text(digest, encoding="utf-8")
     run_npm("run", "build")
     return CLIENT_DIR / "dist"
 

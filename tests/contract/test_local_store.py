@@ -309,8 +309,10 @@ def fd_limit(soft: int) -> Iterator[None]:
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
 async def test_open_files_stay_bounded_whatever_the_number_of_workspaces(tmp_path: Path) -> None:
     """Each log used to stay open: with 1,024 descriptors allowed, the ~1,006th workspace written got a 503
-    ("Too many open files"). Now at most `max_open_files` logs are open; the others are reopened to append."""
-    workspaces, bound, spare = 1_200, LocalStoreParams().max_open_files, 64
+    ("Too many open files"). Now at most `max_open_files` logs are open; the others are reopened to append.
+    400 workspaces are twice what the lowered descriptor limit below allows open at once (an unbounded store fails
+    at about the 190th), and every log is closed and reopened at least once."""
+    workspaces, bound, spare = 400, LocalStoreParams().max_open_files, 64
     assert bound == 128
     store = open_store(tmp_path)
     await store.start()

@@ -263,8 +263,12 @@ def test_pipelined_heads_and_trailers_are_held_to_the_head_limit(tmp_path: Path)
 
 def test_a_head_sent_behind_an_open_event_stream_is_not_read_without_bound(tmp_path: Path) -> None:
     """Behind a request under way (an event stream never ends), a second head that never ends stops being read
-    once over the limit: the client's writes back up instead of the server's memory growing."""
-    with service_process(tmp_path, "embedding_model.default.backend=hash", "http.max_header_bytes=4096") as service:
+    once over the limit: the client's writes back up instead of the server's memory growing.
+
+    The server, no longer reading that connection, learns it is gone only at its next heartbeat, so at the end its
+    graceful stop would wait the whole `http.shutdown_timeout` (30 s) for the stream: the test stops it sooner."""
+    overrides = ("embedding_model.default.backend=hash", "http.max_header_bytes=4096", "http.shutdown_timeout=1")
+    with service_process(tmp_path, *overrides) as service:
         with connect(service.base_url) as sock:
             sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             head = b""
