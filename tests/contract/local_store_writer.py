@@ -78,17 +78,21 @@ def run_until_killed(
     command = [sys.executable, str(Path(__file__)), str(store_dir), str(first), *args]
     with open(stderr_path, "ab") as stderr:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO_ROOT)
+        assert proc.stdout is not None
         watchdog = threading.Timer(60, proc.kill)
         watchdog.start()
         acked: list[int] = []
         try:
-            assert proc.stdout is not None
             while len(acked) < wanted_acks and (line := proc.stdout.readline()):
                 acked.append(int(line))
             threading.Event().wait(pause)
         finally:
             proc.send_signal(signal.SIGKILL)
-            rest, _ = proc.communicate(timeout=30)
+            # the rest through the same buffered reader: `readline` may have read acks ahead into its buffer, which
+            # `communicate(timeout=...)` (reading the pipe's descriptor itself) would skip
+            with proc.stdout:
+                rest = proc.stdout.read()
+            proc.wait(timeout=30)
             watchdog.cancel()
     return acked + [int(token) for token in rest.split()]
 
