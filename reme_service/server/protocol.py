@@ -18,6 +18,8 @@ answer 503 to everyone. This subclass adds, per connection:
 - **no body read after the answer**: a request answered before its body was all read (a refusal from its head:
   401, 404, 405, 413, 429, ...) ends its connection with the answer, rather than the rest of the body being read
   and thrown away to find the next request;
+- **streams end at a stop**: a graceful stop closes the streams under way (`GET /events`, MCP `GET /sse`), which
+  would otherwise hold it for `http.shutdown_timeout`; other requests under way finish first;
 - a **connection cap**: past `max_connections` open connections, a new one evicts the connection that has been
   waiting longest for a request head (idle keep-alive or half-sent head); when there is none, the slowest upload
   (a request whose body is still arriving: least bytes a second, then the oldest) is answered 408 and closed; only
@@ -54,8 +56,11 @@ from reme_service.errors import (
     RequestTimeoutError,
 )
 from reme_service.server.envelope import raw_response
+from reme_service.server.guard import STREAM_PATHS
 
 logger = logging.getLogger("reme_service.http")
+
+ENDLESS_PATHS = frozenset({"/events", *STREAM_PATHS})  # answers that last as long as their reader
 
 
 UPLOAD_RATE_SECONDS = 1.0  # an upload's rate is measured over at least this (a fresh one is not judged by one read)
@@ -158,6 +163,22 @@ class EdgeHttpProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self.waiting_since = None
         super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        """A graceful stop lets every request under way finish, but a stream that has begun answering (`GET
+        /events`, MCP `GET /sse`) finishes only with its reader, and would hold the stop for the whole
+        `http.shutdown_timeout`: it is closed now, as if its reader had gone (the handler sees a disconnect; an SSE
+        reader reconnects, to another worker or node)."""
+        cycle = self.cycle
+        if (
+            cycle is not None
+            and cycle.response_started
+            and not cycle.response_complete
+            and cycle.scope["path"] in ENDLESS_PATHS
+        ):
+            self.transport.close()
+            return
+        super().shutdown()
 
     def data_received(self, data: bytes) -> None:
         if self._refusal is not None or self.transport.is_closing():

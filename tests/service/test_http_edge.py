@@ -263,11 +263,8 @@ def test_pipelined_heads_and_trailers_are_held_to_the_head_limit(tmp_path: Path)
 
 def test_a_head_sent_behind_an_open_event_stream_is_not_read_without_bound(tmp_path: Path) -> None:
     """Behind a request under way (an event stream never ends), a second head that never ends stops being read
-    once over the limit: the client's writes back up instead of the server's memory growing.
-
-    The server, no longer reading that connection, learns it is gone only at its next heartbeat, so at the end its
-    graceful stop would wait the whole `http.shutdown_timeout` (30 s) for the stream: the test stops it sooner."""
-    overrides = ("embedding_model.default.backend=hash", "http.max_header_bytes=4096", "http.shutdown_timeout=1")
+    once over the limit: the client's writes back up instead of the server's memory growing."""
+    overrides = ("embedding_model.default.backend=hash", "http.max_header_bytes=4096")
     with service_process(tmp_path, *overrides) as service:
         with connect(service.base_url) as sock:
             sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -288,6 +285,22 @@ def test_a_head_sent_behind_an_open_event_stream_is_not_read_without_bound(tmp_p
             assert sent < limit, f"the server read {sent} bytes of one request head"
             assert not closed_by_server(sock), "the stream under way was cut: its refusal should wait for it"
         assert httpx.get(f"{service.base_url}/health", timeout=5).status_code == 200
+
+
+def test_a_graceful_stop_closes_the_event_streams_instead_of_waiting_for_them(tmp_path: Path) -> None:
+    """SIGTERM with an event stream open: the stream is closed at once (as if its reader had gone) and the process
+    exits, instead of the stop waiting `http.shutdown_timeout` (set far past the wait here) for a reader that stays."""
+    overrides = ("embedding_model.default.backend=hash", "http.shutdown_timeout=600")
+    with service_process(tmp_path, *overrides) as service, connect(service.base_url) as sock:
+        sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = b""
+        while b"retry:" not in head:  # subscribed: the stream is under way
+            head += sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200"), head[:100]
+        service.process.send_signal(signal.SIGTERM)
+        until_sync(lambda: service.process.poll() is not None, limit=60)
+        assert service.process.returncode == 0, service.log()[-2000:]
+        assert closed_by_server(sock)
 
 
 def test_overload_answers_a_json_503_with_retry_after(serve: ServeFn, gated: tuple[GatedEmbeddings, list[str]]) -> None:
