@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from reme_service.testing.ports import free_port
+from reme_service.testing.ready import wait_answering
 
 
 def haproxy_binary() -> str | None:
@@ -55,16 +53,9 @@ def running_haproxy(folder: Path, backends: Sequence[tuple[str, str]], *, timeou
     process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"haproxy did not start: {(folder / 'haproxy.log').read_text(errors='replace')}")
-            time.sleep(0.1)  # the polling interval
+        failure = wait_answering(f"{url}/health", process, limit=timeout)
+        if failure is not None:
+            raise RuntimeError(f"haproxy {failure}: {(folder / 'haproxy.log').read_text(errors='replace')}")
         yield url
     finally:
         process.terminate()

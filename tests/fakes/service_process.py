@@ -13,15 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from reme_service.testing.ports import free_port
+from reme_service.testing.ready import wait_answering
 
 
 @dataclass(frozen=True)
@@ -56,17 +54,10 @@ def service_process(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> 
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + start_timeout
-        while True:
-            try:
-                httpx.get(f"{base_url}/health", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    tail = log_path.read_text(errors="replace")[-3000:]
-                    state = f"exited with {process.returncode}" if process.poll() is not None else "did not answer"
-                    raise RuntimeError(f"the service on port {port} {state}:\n{tail}") from None
-                time.sleep(0.1)
+        failure = wait_answering(f"{base_url}/health", process, limit=start_timeout)
+        if failure is not None:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the service on port {port} {failure}:\n{tail}")
         yield ServiceProcess(base_url, process, log_path)
     finally:
         if process.poll() is None:
@@ -80,14 +71,7 @@ def service_process(cwd: Path, *overrides: str, start_timeout: float = 60.0) -> 
 
 def wait_ready(process: subprocess.Popen[str], base_url: str, *, limit: float = 60.0) -> None:
     """Wait until a service started by the test answers `/health/ready` with 200; fail with its stderr if it exits."""
-    deadline = time.monotonic() + limit
-    while True:
-        try:
-            if httpx.get(f"{base_url}/health/ready", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None:
-            raise AssertionError(f"the service exited with {process.returncode}: {process.communicate()[1]}")
-        assert time.monotonic() < deadline, f"{base_url} not ready after {limit:g} s"
-        time.sleep(0.05)  # the polling interval
+    failure = wait_answering(f"{base_url}/health/ready", process, limit=limit)
+    if failure is not None:
+        stderr = process.communicate()[1] if process.poll() is not None else ""
+        raise AssertionError(f"the service at {base_url} {failure}: {stderr}")
