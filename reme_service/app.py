@@ -125,6 +125,7 @@ class ReMeApp:
             events=self.events,
             history=self.history,
             log=self.audit_log,
+            together=self.state.journal,  # history and audit in one PostgreSQL: one commit a request
         )
         self.jobs = FlowJobs(
             self.config.jobs,
@@ -368,7 +369,11 @@ class ReMeApp:
             await self.audit.flow_done(runner.name, request, request_id, trail, error.code, caller)
             return error.status, error_envelope(error, request_id)
         self.metrics.flow_run(runner.name, 200, time.perf_counter() - started)
-        await self.audit.flow_done(runner.name, request, request_id, trail, None, caller)
+        try:
+            await self.audit.flow_done(runner.name, request, request_id, trail, None, caller)
+        except ReMeError as error:  # its changes are made, but not their history or audit record: not a success
+            logger.warning("[%s] %s: its history or audit record failed: %s", request_id, runner.name, error.message)
+            return error.status, error_envelope(error, request_id)
         large = offload or holds_many(response.answer, response.metadata)
         held = [response]  # the last reference: a large model is dumped, and freed, in the worker thread
         del response

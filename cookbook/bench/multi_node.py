@@ -9,7 +9,7 @@ is loaded once. Then:
 2. three nodes (data dirs of their own) behind Debian's haproxy (`reme_service/testing/haproxy.py`, the config of
    docs/scaling.md), the same requests through the balancer (each to the next node);
 3. the state's own cost of a write when it has transactions of its own: an audit row plus a history entry committed
-   in PostgreSQL (`PgAuditLog`, `PgHistoryLog`, as a write request commits them when the state is not in the
+   in PostgreSQL in one transaction (`PgJournal.commit`, as the recorder commits them when the state is not in the
    store's database), `--writes` times in-process: p50 and p95. On a pgvector store's database they ride in the
    memories' transaction instead: `pg_write_overhead.py` measures that.
 
@@ -41,7 +41,7 @@ from workers_scaling import library_queries, load_library, serve
 from reme_service.audit.record import AuditRecord
 from reme_service.history.entry import HistoryEntry
 from reme_service.state.pg.db import StateDb
-from reme_service.state.pg.records import PgAuditLog, PgHistoryLog
+from reme_service.state.pg.records import PgJournal
 from reme_service.state.settings import StateTarget
 from reme_service.testing.haproxy import haproxy_binary, running_haproxy
 
@@ -65,9 +65,10 @@ def sequential(base_url: str, queries: Sequence[str], requests: int) -> list[flo
 
 
 def write_cost(dsn: str, writes: int) -> list[float]:
-    """Seconds of each audit row + history entry committed (the state's part of one write request)."""
+    """Seconds of each audit row + history entry committed (the state's part of one write request), as the recorder
+    commits them when the state is not in the store's database: one transaction (`PgJournal.commit`)."""
     db = StateDb(StateTarget("postgres", dsn, {}, f"b{secrets.token_hex(3)}_"))
-    audit, history = PgAuditLog(db), PgHistoryLog(db)
+    journal = PgJournal(db, history=True, audit=True)
     db.ready()
     samples = []
     try:
@@ -79,8 +80,7 @@ def write_cost(dsn: str, writes: int) -> list[float]:
             )  # fmt: skip
             entry = HistoryEntry(event="ADD", memory_id=f"m{index}", after={"when_to_use": "w", "content": "c"})
             started = time.perf_counter()
-            audit.append_sync(record)
-            history.write_sync("bench", [entry])
+            journal.commit_sync({"bench": [entry]}, record, f"t{index}")
             if index >= 20:
                 samples.append(time.perf_counter() - started)
     finally:

@@ -23,7 +23,7 @@ from reme_service.auth.caller import Caller
 from reme_service.auth.policy import needed_scope
 from reme_service.config.models import FlowConfig
 from reme_service.events.bus import EventBus
-from reme_service.state.interfaces import AuditSink, HistoryStore
+from reme_service.state.interfaces import AuditSink, HistoryStore, RecordsTogether
 
 #: the flow whose `action` field names what a request does (`insert`, `copy`...): the record's action
 ACTION_FLOW = "vector_store"
@@ -41,12 +41,16 @@ class AuditRecorder:
         events: EventBus,
         history: HistoryStore | None,
         log: AuditSink | None,
+        together: RecordsTogether | None = None,
     ) -> None:
+        """`together`: where the history and the audit log are one database, their writes of a request as one
+        commit (else each is written on its own, at once)."""
         self._flows = flows
         self._default_workspace = default_workspace
         self._events = events
         self._history = history
         self._log = log
+        self._together = together
 
     @property
     def tracking(self) -> bool:
@@ -142,17 +146,26 @@ class AuditRecorder:
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
-        they are on; both at once, so their fsyncs overlap), as `caller`, on disk when this returns. A record equal
+        they are on; in one commit with `together`, else both at once, so their fsyncs overlap), as `caller`,
+        durable when this returns. A record equal
         (but for its time) to the draft its last write committed is there already: it is not appended again."""
         for event in trail.events(flow, request_id):
             self._events.publish(event)
-        writes: list[Awaitable[Any]] = []
-        if self._history is not None:
-            writes += [self._history.write(workspace, steps) for workspace, steps in trail.history.items()]
+        history = trail.history if self._history is not None else {}
+        record: AuditRecord | None = None
         if self._log is not None:
             record = self._record(flow, action, workspace_id, request_id, trail, error_code, caller, extra)
-            if not _same(trail.committed_draft, record):
-                writes.append(self._log.append(record, token=trail.token))
+            if _same(trail.committed_draft, record):
+                record = None
+        if self._together is not None:
+            if any(history.values()) or record is not None:
+                await self._together.commit(history, record, trail.token)
+            return
+        writes: list[Awaitable[Any]] = []
+        if self._history is not None:
+            writes += [self._history.write(workspace, steps) for workspace, steps in history.items()]
+        if self._log is not None and record is not None:
+            writes.append(self._log.append(record, token=trail.token))
         if writes:
             await asyncio.gather(*writes)
 

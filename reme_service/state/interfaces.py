@@ -60,6 +60,15 @@ class AuditSink(Protocol):
     async def append(self, record: AuditRecord, *, token: str | None = None) -> None: ...
 
 
+class RecordsTogether(Protocol):
+    """A request's history entries and audit record written in one commit, when both live in one database
+    (`pg.records.PgJournal`): one flush instead of two."""
+
+    async def commit(
+        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
+    ) -> None: ...
+
+
 class HistoryStore(Protocol):
     """Every memory's history (`history.log.HistoryLog`, `pg.records.PgHistoryLog`)."""
 

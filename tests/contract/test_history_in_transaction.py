@@ -9,6 +9,7 @@ refusing the memory at commit, after the history rows were inserted (the history
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -183,8 +184,9 @@ def test_only_the_same_database_as_the_same_user_joins() -> None:
     assert not same_database((dsn, {}), ("not a dsn ===", {}))
 
 
-@pytest.mark.anyio
-async def test_history_on_another_database_keeps_its_own_transaction(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
+@contextlib.asynccontextmanager
+async def state_on_another_database(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F811
+    """A pgvector store, and the state (history, audit) on a database not known to be the store's."""
     prefix = f"j{secrets.token_hex(4)}_"
     other = pg_dsn.replace("127.0.0.1", "localhost")  # one server, named otherwise: not known to be the same
     app = ReMeApp(
@@ -199,11 +201,37 @@ async def test_history_on_another_database_keeps_its_own_transaction(tmp_path: P
     )
     await app.start()
     try:
+        yield app
+    finally:
+        await app.stop()
+
+
+@pytest.mark.anyio
+async def test_history_on_another_database_keeps_its_own_transaction(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
+    async with state_on_another_database(tmp_path, pg_dsn) as app:
         assert store(app).journal is None
         assert (await insert(app, memory("m1", "first")))["success"]
         assert history_rows(app, pg_dsn, "m1") == ["ADD"]  # written by the recorder, after the memories
-    finally:
-        await app.stop()
+
+
+@pytest.mark.anyio
+async def test_on_another_database_a_requests_history_and_record_are_one_commit(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
+    """The recorder writes a request's history entries and its audit record in one transaction (one flush): an
+    audit row refused takes the request's history entries with it, never one without the other."""
+    async with state_on_another_database(tmp_path, pg_dsn) as app:
+        assert (await insert(app, memory("m1", "first")))["success"]
+        table = f"{app.config.state.table_prefix}audit"
+        execute(
+            pg_dsn,
+            f"CREATE FUNCTION {table}_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"RAISE EXCEPTION 'audit refused'; END $$; "
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
+            f"WHEN (NEW.record::text LIKE '%poison%') EXECUTE FUNCTION {table}_refuse()",
+        )
+        answer = await insert(app, memory("poison", "its record is refused"))
+        assert not answer["success"]
+        assert history_rows(app, pg_dsn, "poison") == []
+        assert history_rows(app, pg_dsn, "m1") == ["ADD"]
 
 
 @pytest.mark.anyio

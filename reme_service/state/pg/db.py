@@ -74,7 +74,7 @@ class StateDb:
 
     def run(self, work: Callable[[Conn], T]) -> T:
         """`work(conn)` in one transaction (blocking: call it in a worker thread). StoreError when PostgreSQL is
-        unreachable; the transaction is then rolled back (nothing half-written)."""
+        unreachable or refuses the work; the transaction is then rolled back (nothing half-written)."""
         try:
             pool = self._open()
             with pool.connection() as conn, conn.transaction():
@@ -83,6 +83,9 @@ class StateDb:
             raise StoreError(f"the state database is unavailable: {exc}") from None
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._failure(exc) from None
+        except psycopg.Error as exc:  # refused by the database itself (a trigger, a constraint, a full disk)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"the state database refused the write: {reason}") from None
 
     def _failure(self, exc: psycopg.Error) -> StoreError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -6,13 +6,15 @@ pgvector store on the same database (`PgJournal.joins`), a write's history entri
 audit record are not written by calls of their own: `PgJournal.work` gives their statements to the store's write
 transaction (`stores/joined.py`, `storage/audit.py`), so the memories, their history and the audit row are committed
 together, or none of them (docs/scaling.md). A request's rows carry its trail token (`AuditTrail.token`); its record
-is the last of them (`read_audit`): its final record is appended only when it differs from the last draft.
+is the last of them (`read_audit`): its final record is appended only when it differs from the last draft. On
+another database, the recorder writes a request's history entries and its record in one transaction
+(`PgJournal.commit`): one commit, and never one without the other.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -69,6 +71,36 @@ class PgJournal:
                     await cursor.execute(query, args)
 
         return run
+
+    def commit_sync(
+        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
+    ) -> None:
+        """The request's history entries (by workspace) and its audit record in one transaction of their own: the
+        recorder's write when the store's transactions do not take them (`RecordsTogether`)."""
+        table = self.db.table("history")
+        statements = [
+            statement
+            for workspace, steps in history.items()
+            for statement in _statements(table, validate_workspace_id(workspace), steps)
+        ]
+        if record is not None:
+            statements.append(_audit_insert(self.db.table("audit"), record, token))
+        if statements:
+            self.db.run(lambda conn: _execute(conn, statements))
+
+    async def commit(
+        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
+    ) -> None:
+        await asyncio.to_thread(self.commit_sync, history, record, token)
+
+
+def _execute(conn: Conn, statements: Sequence[Statement]) -> None:
+    cursor = conn.cursor()
+    for query, args in statements:
+        if isinstance(args, list):
+            cursor.executemany(query, args)
+        else:
+            cursor.execute(query, args)
 
 
 class PgAuditLog:
@@ -134,16 +166,7 @@ class PgHistoryLog:
         if not steps:
             return
         statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
-
-        def work(conn: Conn) -> None:
-            cursor = conn.cursor()
-            for query, args in statements:
-                if isinstance(args, list):
-                    cursor.executemany(query, args)
-                else:
-                    cursor.execute(query, args)
-
-        self.db.run(work)
+        self.db.run(lambda conn: _execute(conn, statements))
 
     async def write(self, workspace_id: str, steps: Sequence[HistoryStep]) -> None:
         await asyncio.to_thread(self.write_sync, workspace_id, steps)
