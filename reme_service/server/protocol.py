@@ -79,6 +79,7 @@ UVICORN_HOOKS = (  # the `HttpToolsProtocol` methods `EdgeHttpProtocol` override
     "on_headers_complete",
     "on_message_complete",
     "on_response_complete",
+    "shutdown",
 )
 
 
