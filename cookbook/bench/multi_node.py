@@ -68,7 +68,7 @@ def write_cost(dsn: str, writes: int) -> list[float]:
     """Seconds of each audit row + history entry committed (the state's part of one write request), as the recorder
     commits them when the state is not in the store's database: one transaction (`PgJournal.commit`)."""
     db = StateDb(StateTarget("postgres", dsn, {}, f"b{secrets.token_hex(3)}_"))
-    journal = PgJournal(db, history=True, audit=True)
+    journal = PgJournal(db, audit=True)
     db.ready()
     samples = []
     try:

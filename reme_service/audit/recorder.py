@@ -147,8 +147,8 @@ class AuditRecorder:
     ) -> None:
         """Publish the request's changes (`events/`), then append its memories' history and its audit record (when
         they are on; in one commit with `together`, else both at once, so their fsyncs overlap), as `caller`,
-        durable when this returns. A record equal
-        (but for its time) to the draft its last write committed is there already: it is not appended again."""
+        durable when this returns. A record equal (but for its time) to the draft its last write committed is
+        there already: it is not appended again."""
         for event in trail.events(flow, request_id):
             self._events.publish(event)
         history = trail.history if self._history is not None else {}

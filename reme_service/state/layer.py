@@ -79,7 +79,7 @@ class StateLayer:
             jobs=PgJobStore(db),
             working=PgWorkingStore(db, config.working_memory_root),
             db=db,
-            journal=PgJournal(db, history=config.history.enabled, audit=config.audit.enabled)
+            journal=PgJournal(db, audit=config.audit.enabled)
             if config.history.enabled or config.audit.enabled
             else None,
         )

@@ -34,8 +34,10 @@ def memory(memory_id: str, content: str) -> dict[str, Any]:
     return {"memory_id": memory_id, "when_to_use": f"when {memory_id} is needed", "content": content}
 
 
-@pytest.fixture
-async def app(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F811
+@contextlib.asynccontextmanager
+async def running_app(tmp_path: Path, pg_dsn: str, *overrides: str) -> AsyncIterator[ReMeApp]:  # noqa: F811
+    """A started app on a pgvector store with tables of its own, and its state in PostgreSQL (the store's database
+    unless `overrides` name another)."""
     prefix = f"j{secrets.token_hex(4)}_"
     built = ReMeApp(
         f"data_dir={tmp_path / 'data'}",
@@ -44,6 +46,7 @@ async def app(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F
         f"vector_store.default.params.dsn={pg_dsn}",
         f"vector_store.default.params.table_prefix={prefix}",
         f"state.table_prefix={prefix}s_",
+        *overrides,
         env={},
     )
     await built.start()
@@ -51,6 +54,12 @@ async def app(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F
         yield built
     finally:
         await built.stop()
+
+
+@pytest.fixture
+async def app(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F811
+    async with running_app(tmp_path, pg_dsn) as built:
+        yield built
 
 
 async def insert(app: ReMeApp, *dicts: dict[str, Any]) -> dict[str, Any]:
@@ -184,26 +193,10 @@ def test_only_the_same_database_as_the_same_user_joins() -> None:
     assert not same_database((dsn, {}), ("not a dsn ===", {}))
 
 
-@contextlib.asynccontextmanager
-async def state_on_another_database(tmp_path: Path, pg_dsn: str) -> AsyncIterator[ReMeApp]:  # noqa: F811
+def state_on_another_database(tmp_path: Path, pg_dsn: str) -> contextlib.AbstractAsyncContextManager[ReMeApp]:  # noqa: F811
     """A pgvector store, and the state (history, audit) on a database not known to be the store's."""
-    prefix = f"j{secrets.token_hex(4)}_"
     other = pg_dsn.replace("127.0.0.1", "localhost")  # one server, named otherwise: not known to be the same
-    app = ReMeApp(
-        f"data_dir={tmp_path / 'data'}",
-        "embedding_model.default.backend=hash",
-        "vector_store.default.backend=pgvector",
-        f"vector_store.default.params.dsn={pg_dsn}",
-        f"vector_store.default.params.table_prefix={prefix}",
-        f"state.dsn={other}",
-        f"state.table_prefix={prefix}s_",
-        env={},
-    )
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop()
+    return running_app(tmp_path, pg_dsn, f"state.dsn={other}")
 
 
 @pytest.mark.anyio

@@ -84,12 +84,10 @@ class StateDb:
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._failure(exc) from None
         except psycopg.Error as exc:  # refused by the database itself (a trigger, a constraint, a full disk)
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"the state database refused the write: {reason}") from None
+            raise StoreError(f"the state database refused the write: {_reason(exc)}") from None
 
     def _failure(self, exc: psycopg.Error) -> StoreError:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return StoreError(f"the state database is unavailable: {reason}")
+        return StoreError(f"the state database is unavailable: {_reason(exc)}")
 
     def table(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -105,3 +103,9 @@ class StateDb:
 
     def channel(self, name: str) -> str:
         return f"{self.prefix}{name}"
+
+
+def _reason(exc: psycopg.Error) -> str:
+    """The first line of the database's message (or the error's type when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -35,9 +35,9 @@ class PgJournal:
     """The history entries and the audit draft of a write, as work for the pgvector store's own transaction on this
     database (`stores/joined.py`, `storage/audit.py`): committed with the memories, or rolled back with them."""
 
-    def __init__(self, db: StateDb, *, history: bool, audit: bool) -> None:
+    def __init__(self, db: StateDb, *, audit: bool) -> None:
+        """`audit`: whether the audit log is on (then a write's transaction also takes its request's draft)."""
         self.db = db
-        self.history = history
         self.audit = audit
 
     def joins(self, store: object) -> bool:
@@ -57,9 +57,7 @@ class PgJournal:
     ) -> TransactionWork:
         """The writes of `steps` (history kept) and of `record` (the request's audit record as of this write, with
         its trail `token`; None: none) for another transaction on this database (a psycopg `AsyncConnection`)."""
-        statements = _statements(self.db.table("history"), validate_workspace_id(workspace_id), steps)
-        if record is not None:
-            statements.append(_audit_insert(self.db.table("audit"), record, token))
+        statements = self._rows({workspace_id: steps}, record, token)
 
         async def run(conn: AsyncConnection[Any]) -> None:
             # nothing is fetched: in the store's pipeline they go with its own statements (`stores/pg/store.py`)
@@ -77,6 +75,19 @@ class PgJournal:
     ) -> None:
         """The request's history entries (by workspace) and its audit record in one transaction of their own: the
         recorder's write when the store's transactions do not take them (`RecordsTogether`)."""
+        statements = self._rows(history, record, token)
+        if statements:
+            self.db.run(lambda conn: _execute(conn, statements))
+
+    async def commit(
+        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
+    ) -> None:
+        await asyncio.to_thread(self.commit_sync, history, record, token)
+
+    def _rows(
+        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
+    ) -> list[Statement]:
+        """The statements writing a request's history steps (by workspace) and then its audit record."""
         table = self.db.table("history")
         statements = [
             statement
@@ -85,13 +96,7 @@ class PgJournal:
         ]
         if record is not None:
             statements.append(_audit_insert(self.db.table("audit"), record, token))
-        if statements:
-            self.db.run(lambda conn: _execute(conn, statements))
-
-    async def commit(
-        self, history: Mapping[str, Sequence[HistoryStep]], record: AuditRecord | None, token: str | None
-    ) -> None:
-        await asyncio.to_thread(self.commit_sync, history, record, token)
+        return statements
 
 
 def _execute(conn: Conn, statements: Sequence[Statement]) -> None:
