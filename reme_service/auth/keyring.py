@@ -1,10 +1,12 @@
 """The service's live view of the key file: authenticates presented keys, sees changes within `reload_seconds`.
 
 The file is checked (one `stat`) at most every `reload_seconds` on the request path, and read again when its
-inode, size or modification time changed, so a key created or revoked by `reme keys` in another process counts
-from the next request after that. At start an unreadable file stops the service (`ConfigError`); later, a file
-that became unreadable fails closed: every keyed request gets 503 until it is repaired (the last good copy is not
-used, since it may hold a key that was meant to be revoked).
+inode, size or modification time changed, so a key revoked by `reme keys` in another process is refused within
+`reload_seconds`. A key the ring does not know is looked up again at once (one more `stat`, and a read only if
+the file changed), so a key created by `reme keys` counts from the first request that presents it. At start an
+unreadable file stops the service (`ConfigError`); later, a file that became unreadable fails closed: every keyed
+request gets 503 until it is repaired (the last good copy is not used, since it may hold a key that was meant to
+be revoked).
 
 When each key was last used is kept in memory and written to `last_used.json` beside the key file by `flush`
 (the app calls it every few seconds and at stop), never on the request path.
@@ -21,7 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from reme_service.auth.caller import Caller
-from reme_service.auth.keyfile import KeyFile, hash_key, parse_key, read_key_file, read_last_used, write_last_used
+from reme_service.auth.keyfile import (
+    KeyFile,
+    KeyRecord,
+    hash_key,
+    parse_key,
+    read_key_file,
+    read_last_used,
+    write_last_used,
+)
 from reme_service.errors import ConfigError, HTTPStatusError, UnauthorizedError
 
 logger = logging.getLogger("reme_service.auth")
@@ -61,12 +71,12 @@ class KeyRing:
         self._broken = None
         self._used = read_last_used(self.path)
 
-    def refresh(self) -> None:
-        """Re-read the file if it changed and `reload_seconds` passed since the last look."""
-        now = self._clock()
-        if now - self._checked < self.reload_seconds:
+    def refresh(self, *, now: bool = False) -> None:
+        """Re-read the file if it changed and `reload_seconds` passed since the last look (`now`: whatever the time)."""
+        moment = self._clock()
+        if not now and moment - self._checked < self.reload_seconds:
             return
-        self._checked = now
+        self._checked = moment
         stamp = self._stat()
         if stamp == self._stamp and self._broken is None:
             return
@@ -96,13 +106,18 @@ class KeyRing:
         self.refresh()
         return self._broken is None and any(record.active for record in self._keys.keys)
 
-    def authenticate(self, key: str) -> Caller:
-        """The caller `key` stands for; 401 for a malformed, unknown or revoked key, 503 if the file is broken."""
-        self.refresh()
+    def _find(self, key_id: str, *, now: bool) -> KeyRecord | None:
+        self.refresh(now=now)
         if self._broken is not None:
             raise HTTPStatusError("API keys cannot be checked now (see the server log)", status=503, code="unavailable")
+        return self._keys.find(key_id)
+
+    def authenticate(self, key: str) -> Caller:
+        """The caller `key` stands for; 401 for a malformed, unknown or revoked key, 503 if the file is broken."""
         key_id = parse_key(key)
-        record = self._keys.find(key_id) if key_id else None
+        record = self._find(key_id, now=False) if key_id else None
+        if record is None and key_id:  # perhaps created since the last look
+            record = self._find(key_id, now=True)
         if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
             raise UnauthorizedError("unknown API key")
         if not record.active:

@@ -70,6 +70,20 @@ def test_a_key_file_broken_while_serving_fails_closed_until_repaired(tmp_path: P
         ring.authenticate(key[:-2] + "zz")
 
 
+def test_a_key_created_by_another_process_counts_from_its_first_request(tmp_path: Path) -> None:
+    """The reload interval bounds how long a revoked key may still pass, never how long a new key is refused."""
+    path = tmp_path / "keys.json"
+    create_key(path, workspaces=["alice"], scope="write")
+    clock = Clock()
+    ring = KeyRing(path, reload_seconds=1.0, clock=clock)
+    ring.load()
+    _, fresh = create_key(path, workspaces=["bob"], scope="read")  # `reme keys create` beside the service
+    clock.now += 0.1  # well inside the reload interval
+    assert ring.authenticate(fresh).workspaces == ("bob",)
+    with pytest.raises(UnauthorizedError, match="unknown API key"):
+        ring.authenticate(fresh[:-2] + "zz")
+
+
 def test_last_use_is_flushed_for_reme_keys_list(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     record, key = create_key(path, workspaces=["alice"], scope="read")
