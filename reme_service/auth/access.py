@@ -100,8 +100,9 @@ class Access:
         return self.config.mode == "required" or self.exposed or self.keyring.has_keys()
 
     async def admit(self, key: str | None) -> Caller:
-        """`caller(key)`, in a worker thread when the rate limit waits on the database (shared buckets)."""
-        if self.limiter is not None and self.limiter.blocking and self.checking:
+        """`caller(key)`, in a worker thread when the keys or the rate limit wait on the database (shared state)."""
+        blocking = self.keyring.blocking or (self.limiter is not None and self.limiter.blocking)
+        if blocking and self.checking:
             return await asyncio.to_thread(self.caller, key)
         return self.caller(key)
 

@@ -40,6 +40,8 @@ _Stamp = tuple[int, int, int] | None
 
 
 class KeyRing:
+    blocking = False  # a `stat`, and a read when the file changed: cheap enough for the event loop
+
     def __init__(self, path: Path, *, reload_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.reload_seconds = reload_seconds

@@ -20,7 +20,11 @@ from reme_service.schema.workspace_ids import WorkspaceId
 
 
 class KeyStore(Protocol):
-    """The live view of the API keys a service authenticates against (`auth.keyring.KeyRing`, `pg.keys.PgKeyRing`)."""
+    """The live view of the API keys a service authenticates against (`auth.keyring.KeyRing`, `pg.keys.PgKeyRing`).
+    `blocking` says `authenticate` may wait on I/O (run it off the event loop)."""
+
+    @property
+    def blocking(self) -> bool: ...
 
     @property
     def where(self) -> str: ...

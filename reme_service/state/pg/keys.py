@@ -3,9 +3,11 @@
 A node keeps the keys in memory and reads the table again whenever a key changes (the change's transaction sends a
 NOTIFY on `<prefix>keys`, heard by a listener thread of each node) and at least every `state.reload_seconds`
 (the fallback when a notification is lost, e.g. while the listener reconnects), so a revocation made on any node,
-or by `reme keys revoke` anywhere, counts on every node within that time. While the table cannot be read, keyed
-requests fail closed with 503 (a key revoked meanwhile must not keep working). When each key was last used is
-written by `flush` (every few seconds), never on the request path.
+or by `reme keys revoke` anywhere, counts on every node within that time. A key the node does not know is looked
+up in the table at once (a client may use a new key on another node before that node heard of it), at most
+`LOOKUPS_PER_SECOND` times a second per node, so that made-up keys cannot turn into a query each. While the table
+cannot be read, keyed requests fail closed with 503 (a key revoked meanwhile must not keep working). When each key
+was last used is written by `flush` (every few seconds), never on the request path.
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import psycopg
 
 from reme_service.auth.caller import ALL_WORKSPACES, Caller, Scope
 from reme_service.auth.keyfile import KeyRecord, hash_key, keys_unreadable, parse_key
+from reme_service.auth.rate_limit import RateLimiter
 from reme_service.errors import ReMeError, UnauthorizedError
 from reme_service.state.pg.db import Conn, StateDb
 
 logger = logging.getLogger("reme_service.state")
 CHANNEL = "keys"
 COLUMNS = "id, name, scope, workspaces, created, sha256, revoked, last_used"
+LOOKUPS_PER_SECOND = 20
 
 
 def _record(row: tuple[object, ...]) -> tuple[KeyRecord, datetime | None]:
@@ -94,10 +99,15 @@ def revoke_key(db: StateDb, key_id: str) -> KeyRecord:
 class PgKeyRing:
     """The keys of the table, as this node knows them (see the module's docstring)."""
 
-    def __init__(self, db: StateDb, *, reload_seconds: float = 1.0) -> None:
+    blocking = True  # a key it does not know is looked up in the database
+
+    def __init__(
+        self, db: StateDb, *, reload_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.db = db
         self.reload_seconds = reload_seconds
         self._keys: dict[str, KeyRecord] = {}
+        self._lookups = RateLimiter(LOOKUPS_PER_SECOND, LOOKUPS_PER_SECOND, clock=clock)
         self._broken: str | None = "the keys were not read yet"
         self._used: dict[str, datetime] = {}
         self._lock = threading.Lock()
@@ -174,12 +184,31 @@ class PgKeyRing:
             raise keys_unreadable()
         key_id = parse_key(key)
         record = self._keys.get(key_id) if key_id else None
+        if record is None and key_id:
+            record = self._look_up(key_id)
         if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
             raise UnauthorizedError("unknown API key")
         if not record.active:
             raise UnauthorizedError("this API key was revoked")
         self._used[record.id] = datetime.now(UTC)
         return record.caller()
+
+    def _look_up(self, key_id: str) -> KeyRecord | None:
+        """Key `key_id` as the table has it now (None: no such key, or the lookups' rate is spent)."""
+        with self._lock:
+            if self._lookups.wait("unknown") > 0:
+                return None
+        query = f"SELECT {COLUMNS} FROM {self.db.table('keys')} WHERE id = %s"  # noqa: S608 - validated prefix
+        try:
+            row = self.db.run(lambda conn: conn.execute(query, (key_id,)).fetchone())
+        except ReMeError:
+            raise keys_unreadable() from None
+        if row is None:
+            return None
+        record = _record(row)[0]
+        with self._lock:
+            self._keys = {**self._keys, record.id: record}  # until the listener's next read replaces them all
+        return record
 
     def current(self, key_id: str) -> Caller | None:
         if self._broken is not None:
