@@ -13,6 +13,7 @@ relative to the root.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -139,6 +140,8 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str], trail: A
     current = ""
     try:
         for current, target in targets:
+            if target.is_dir():  # found now, before any file is replaced, not by phase three's `os.replace`
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((Path(tmp_name), target))

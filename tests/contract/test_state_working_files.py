@@ -11,17 +11,21 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from reme_service.config.models import AppConfig
 from reme_service.errors import InvalidRequestError, NotFoundError, PathNotAllowedError, StoreError
 from reme_service.ops.working.file_tools import grep_file, read_file
 from reme_service.ops.working.offload import DiskView
-from reme_service.schema.workspace_ids import WorkspaceId
+from reme_service.schema.workspace_ids import WorkspaceId, file_name
 from reme_service.state.interfaces import WorkingFiles, WorkingStore
 from reme_service.state.layer import StateLayer
+from reme_service.state.pg.working import lock_folders
+from tests.conditions import until_sync
 from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
 
 WS = WorkspaceId("team-1")
@@ -180,6 +184,56 @@ def test_a_failed_write_leaves_none_of_its_files(layer: StateLayer) -> None:
     assert lines_of(files, "kept.txt") == ["old"]
     with pytest.raises(NotFoundError):
         read_file(files, "first.txt")
+
+
+def test_a_name_is_a_file_or_a_folder_never_both(store: WorkingStore) -> None:
+    """As on a disk, so in the table: a file cannot stand where files are under its name, nor under a file's name;
+    such a write fails whole, and the files that were there stay as they were."""
+    files = store.files(WS)
+    files.write({"a/b.txt": "under a", "f": "a file"})
+    for clash, reason in (("a", "Is a directory"), ("f/x.txt", "Not a directory|File exists")):
+        with pytest.raises(StoreError, match=reason):
+            files.write({"ok.txt": "1", clash: "2"})
+    with pytest.raises(StoreError):  # the clash is within the batch itself
+        files.write({"n": "1", "n/x.txt": "2"})
+    for gone in ("ok.txt", "n/x.txt", "f/x.txt"):
+        with pytest.raises(NotFoundError):
+            read_file(files, gone)
+    assert lines_of(files, "a/b.txt") == ["under a"] and lines_of(files, "f") == ["a file"]
+    with pytest.raises(InvalidRequestError, match="is not a file"):
+        read_file(files, "a")
+
+
+@pytest.mark.parametrize("layer", ["postgres"], indirect=True)  # (one disk holds a name as one thing by itself)
+def test_two_nodes_writing_a_file_and_a_folder_of_one_name_at_once_make_one_of_them(
+    layer: StateLayer,
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    """Another node's transaction writes `c/x.txt` and has not committed: a write of `c` waits for it, then sees
+    the folder and fails (without the folder lock, both would commit)."""
+    assert layer.db is not None
+    layer.working.files(WS).write({"first.txt": "(makes the table)"})
+    table = layer.db.table("working_files")
+    folder = file_name(WS)
+    with psycopg.connect(pg_dsn) as other, psycopg.connect(pg_dsn, autocommit=True) as watcher:
+        lock_folders(other, table, [folder])
+        other.execute(
+            f"INSERT INTO {table} (folder, path, content, size) VALUES (%s, 'c/x.txt', 'x', 1)",  # noqa: S608
+            (folder,),
+        )
+        with ThreadPoolExecutor(1) as pool:
+            writing = pool.submit(layer.working.files(WS).write, {"c": "a file"})
+
+            def waiting() -> bool:
+                query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+                row = watcher.execute(query, ("%pg_advisory_xact_lock%",)).fetchone()
+                return row is not None and row[0] > 0
+
+            until_sync(waiting)
+            other.commit()
+            with pytest.raises(StoreError, match="Is a directory"):
+                writing.result(timeout=60)
+    assert lines_of(layer.working.files(WS), "c/x.txt") == ["x"]
 
 
 def test_erasing_a_workspace_removes_its_files_and_only_its_own(layer: StateLayer, tmp_path: Path) -> None:

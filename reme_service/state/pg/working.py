@@ -13,9 +13,11 @@ the files backend reads a file (undecodable bytes replaced, universal newlines).
 Confinement is as strict as on disk, judged lexically (there are no symlinks in a table): a client path is read
 relative to the caller's root (the configured `working_memory_root`, or the workspace's folder under it), `..`
 components are resolved (`posixpath.normpath`), and what ends up outside the root is 403 with the files backend's
-message; `~` paths are 403, a NUL or an over-long part 400 (`working_folder.check_client_path`, shared). Unlike a
-disk, the table does not stop a name from being a file and, with files under it, a folder at once; a name that
-is the folder of a workspace (or the caller's root) cannot be written.
+message; `~` paths are 403, a NUL or an over-long part 400 (`working_folder.check_client_path`, shared). As on a
+disk, a name is a file or a folder, never both: a write whose file would stand where a folder is (files under its
+name), or under a name that is a file, fails whole, like the files backend's (`StoreError`, "Is a directory" /
+"Not a directory"); the check and the write hold a transaction lock on the folder, so two writes at once cannot
+make both. A name that is the folder of a workspace (or the caller's root) cannot be written.
 
 A write of several files is one transaction (all or nothing); every call blocks on the database (a worker
 thread's). PostgreSQL down: `StoreError`, 503 `store_unavailable`.
@@ -54,6 +56,47 @@ def starting_with(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def lock_folders(conn: Conn, table: str, folders: Iterable[str]) -> None:
+    """Hold `folders` of `table` until the transaction ends (a writer's name check and rows, one at a time)."""
+    for folder in sorted(folders):  # in one order: two writers cannot wait on each other
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{table}/{folder}",))
+
+
+def _name_clash(conn: Conn, table: str, names: Mapping[tuple[str, str], str]) -> StoreError | None:
+    """Why writing files at `names` (`(folder, path)` of a row: the path the client gave) would make a name both a
+    file and a folder, if it would: among the names themselves, or with the table as it is (one query: ranges of
+    the primary key's index for the folders, its keys for the files)."""
+    wanted: list[tuple[str, str, int]] = []  # (folder, path, index of the name): files under the path
+    parents: list[tuple[str, str, int]] = []  # (folder, path, index of the name): a folder the path is under
+    for index, ((folder, path), shown) in enumerate(names.items()):
+        above = ["/".join(path.split("/")[:end]) for end in range(1, path.count("/") + 1)]
+        if any(f == folder and p.startswith(f"{path}/") for f, p in names):
+            return _clash(shown, "Is a directory")
+        if any((folder, parent) in names for parent in above):
+            return _clash(shown, "Not a directory")
+        wanted.append((folder, path, index))
+        parents.extend((folder, parent, index) for parent in above)
+    query = (  # each name probes the primary key's index (LATERAL ... LIMIT 1), never a scan of the table
+        "SELECT n.i, true FROM unnest(%s::text[], %s::text[], %s::int[]) AS n(folder, path, i) CROSS JOIN LATERAL ("  # noqa: S608
+        f'SELECT 1 FROM {table} t WHERE t.folder = n.folder COLLATE "C" '
+        """AND t.path >= n.path || '/' COLLATE "C" AND t.path < n.path || '0' COLLATE "C" LIMIT 1) AS hit """
+        "UNION ALL SELECT p.i, false FROM unnest(%s::text[], %s::text[], %s::int[]) AS p(folder, path, i) "
+        f'CROSS JOIN LATERAL (SELECT 1 FROM {table} t WHERE t.folder = p.folder COLLATE "C" '
+        """AND t.path = p.path COLLATE "C" LIMIT 1) AS hit LIMIT 1"""  # '0' follows '/': the range is `path/...`
+    )
+    columns = [list(column) for column in zip(*wanted, strict=True)] if wanted else [[], [], []]
+    above_columns = [list(column) for column in zip(*parents, strict=True)] if parents else [[], [], []]
+    row = conn.execute(query.encode(), (*columns, *above_columns)).fetchone()
+    if row is None:
+        return None
+    shown = list(names.values())[row[0]]
+    return _clash(shown, "Is a directory" if row[1] else "Not a directory")
+
+
+def _clash(shown: str, reason: str) -> StoreError:
+    return StoreError(f"could not write working-memory file {shown!r}: {reason}")
+
+
 @dataclass(frozen=True)
 class Located:
     """Where a client path leads: the row's `folder` and `path` ("" = the folder itself), and the path as the
@@ -88,12 +131,14 @@ class PgWorkingFiles:
 
     def write(self, files: Mapping[str, str], trail: AuditTrail | None = None) -> list[str]:
         rows: list[tuple[str, str, bytes, int]] = []
+        names: dict[tuple[str, str], str] = {}
         for rel, text in files.items():
             where = self._locate(rel, "file path")
             if not where.path or (where.folder == "" and where.path == WORKSPACES):
                 raise StoreError(f"could not write working-memory file {rel!r}: Is a directory")
             data = text.encode("utf-8")
             rows.append((where.folder, where.path, data, len(data)))
+            names[where.folder, where.path] = rel
         query = (
             f"INSERT INTO {self._table} (folder, path, content, size, updated_at) VALUES (%s, %s, %s, %s, now()) "  # noqa: S608
             "ON CONFLICT (folder, path) DO UPDATE SET content = EXCLUDED.content, size = EXCLUDED.size, "
@@ -101,6 +146,10 @@ class PgWorkingFiles:
         )
 
         def work(conn: Conn) -> None:
+            lock_folders(conn, self._table, {row[0] for row in rows})
+            clash = _name_clash(conn, self._table, names)
+            if clash is not None:
+                raise clash
             with conn.cursor() as cursor:
                 cursor.executemany(query.encode(), rows)  # the table name is built from the validated prefix
 
