@@ -56,6 +56,10 @@ for store in chroma pgvector; do
     -m "backend_matrix and not own_backend" --basetemp="$passes/$store-tmp" >"$passes/$store.log" 2>&1 &
   pids+=("$!")
 done
+# The AgentScope 2.x middleware's tests need a venv of their own (agentscope 2 and 1.x cannot share one):
+# scripts/test_agentscope2.sh makes it (about a minute the first time) and runs them, beside the rest.
+bash scripts/test_agentscope2.sh --basetemp="$passes/agentscope2-tmp" >"$passes/agentscope2.log" 2>&1 &
+pids+=("$!")
 failed=0
 .venv/bin/python -m pytest -n 2 --dist loadfile --durations=25 || failed=1
 for pid in "${pids[@]}"; do
@@ -68,4 +72,6 @@ for store in chroma pgvector; do
   echo "== service tests again on the $store backend"
   cat "$passes/$store.log"
 done
+echo "== the AgentScope 2.x middleware's tests (.venv-agentscope2)"
+cat "$passes/agentscope2.log"
 exit "$failed"

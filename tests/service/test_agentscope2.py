@@ -1,6 +1,7 @@
 """AgentScope 2.x long-term memory over HTTP: `ReMeServiceMiddleware` (AgentScope's own `ReMeMiddleware` hooks and
-`memory_search` tool) against a live service. Skipped where agentscope 2 is not installed: it needs mcp>=2 and
-cannot share an environment with agentscope 1.x, which the `test` extra installs."""
+`memory_search` tool) against a live service. agentscope 2 needs mcp>=2 and cannot share an environment with
+agentscope 1.x, which the `test` extra installs: so these tests skip in .venv, and scripts/test_agentscope2.sh (part
+of scripts/test.sh) runs them in a venv of their own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from tests.service.conftest import ServeFn
 
 agentscope = pytest.importorskip("agentscope", reason="agentscope is not installed: pip install 'agentscope>=2,<3'")
 if not agentscope.__version__.startswith("2."):
-    pytest.skip(f"the middleware targets agentscope 2.x, found {agentscope.__version__}", allow_module_level=True)
+    pytest.skip(
+        f"the middleware targets agentscope 2.x, found {agentscope.__version__} (scripts/test_agentscope2.sh runs it)",
+        allow_module_level=True,
+    )
 
 from reme_service.integrations.agentscope2 import ReMeServiceMiddleware, message_dicts  # noqa: E402
 
