@@ -174,7 +174,8 @@ async def test_many_regex_bombs_at_once_leave_the_worker_threads_to_others(tmp_p
     (folder / "bomb.txt").write_text("a" * 24 + "!\n", encoding="utf-8")
     (folder / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
     count = min(32, (os.cpu_count() or 1) + 4) + 1
-    grep = 'flow.grep_working_memory.flow_content="GrepOp(grep_timeout=0.3)"'
+    # each bomb holds a lane thread 1 s: far longer than the read takes, even on a busy machine
+    grep = 'flow.grep_working_memory.flow_content="GrepOp(grep_timeout=1.0)"'
     async with app(tmp_path, 'enabled_flows=["grep_working_memory", "read_working_memory"]', grep) as reme:
         bombs = [
             asyncio.create_task(reme.async_execute(name="grep_working_memory", file_path="bomb.txt", pattern="(a|a)+$"))

@@ -238,7 +238,8 @@ def test_auth_mode_off_serves_everyone_and_required_refuses_a_start_without_keys
 def test_a_key_over_its_rate_gets_429_with_retry_after(serve: ServeFn, tmp_path: Path) -> None:
     _, key = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write")
     _, other = create_key(keys_file(tmp_path), workspaces=["alice"], scope="write")
-    limits = ("auth.rate_limit.requests_per_second=0.5", "auth.rate_limit.burst=3")
+    # one token per 100 s: none comes back while the case runs, however slow the machine
+    limits = ("auth.rate_limit.requests_per_second=0.01", "auth.rate_limit.burst=3")
     with serve(*limits) as client:
         body = {"workspace_id": "alice", "action": "list"}
         statuses = [client.post("/vector_store", json=body, headers=bearer(key)).status_code for _ in range(4)]
