@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from reme_service.errors import StoreError, UnauthorizedError
 from reme_service.history.entry import HistoryEntry, Scrub
 from reme_service.jobs.files import Cancellation, key_digest
 from reme_service.jobs.record import Job
-from reme_service.state.admin import audit_records, key_admin
+from reme_service.state.admin import KeyAdmin, audit_records, key_admin
 from reme_service.state.layer import StateLayer
 from reme_service.state.pg.db import StateDb
 from reme_service.state.pg.keys import LOOKUPS_PER_SECOND, PgKeyRing
@@ -34,7 +35,7 @@ from reme_service.state.pg.schema import MIGRATIONS, migrate
 from reme_service.state.settings import StateTarget
 from reme_service.testing.ports import free_port
 from tests.conditions import until, until_sync
-from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
+from tests.fakes.pg_server import pg_dsn, waits_on_lock  # noqa: F401 - fixture used by name
 
 WRITER = Caller(key_id="0123456789ab", name="w", scope="write", workspaces=("ws",))
 
@@ -76,9 +77,11 @@ def test_a_key_made_by_the_admin_authenticates_and_its_revocation_is_seen(config
     admin.close()
 
 
-def test_a_key_made_after_the_rings_last_look_works_from_its_first_request(config: AppConfig) -> None:
-    """The ring follows changes every reload interval (and, on PostgreSQL, by notification); a key it has not heard
-    of yet is looked up at once, so a client handed a new key is never refused it (on any node)."""
+@contextmanager
+def _deaf(config: AppConfig) -> Iterator[tuple[StateLayer, KeyAdmin]]:
+    """A node's state layer whose key ring read the keys once (one key made before) and hears of no change since (a
+    PostgreSQL ring's listener stopped, a key file checked every 60 s), and the key admin: a key made now is found
+    only by looking it up."""
     config = config.model_copy(update={"auth": config.auth.model_copy(update={"reload_seconds": 60})})
     layer = StateLayer.build(config, Path(config.data_dir))
     admin = key_admin(config)
@@ -87,25 +90,28 @@ def test_a_key_made_after_the_rings_last_look_works_from_its_first_request(confi
         layer.keyring.load()
         until_sync(lambda: layer.keyring.has_active_keys())
         if isinstance(layer.keyring, PgKeyRing):
-            layer.keyring.close()  # hears of no change from now on
-        record, key = admin.create(workspaces=["other"], scope="read")
-        assert layer.keyring.authenticate(key) == record.caller()
-        with pytest.raises(UnauthorizedError, match="unknown API key"):
-            layer.keyring.authenticate(key[:-1] + ("A" if key[-1] != "A" else "B"))
+            layer.keyring.close()
+        yield layer, admin
     finally:
         admin.close()
         asyncio.run(layer.stop())
 
 
+def test_a_key_made_after_the_rings_last_look_works_from_its_first_request(config: AppConfig) -> None:
+    """The ring follows changes every reload interval (and, on PostgreSQL, by notification); a key it has not heard
+    of yet is looked up at once, so a client handed a new key is never refused it (on any node)."""
+    with _deaf(config) as (layer, admin):
+        record, key = admin.create(workspaces=["other"], scope="read")
+        assert layer.keyring.authenticate(key) == record.caller()
+        with pytest.raises(UnauthorizedError, match="unknown API key"):
+            layer.keyring.authenticate(key[:-1] + ("A" if key[-1] != "A" else "B"))
+
+
 def test_made_up_keys_cost_a_node_at_most_its_lookups_per_second(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
-    config = _config("postgres", tmp_path, pg_dsn)
-    layer = StateLayer.build(config, tmp_path)
-    assert layer.db is not None
-    now = [0.0]
-    ring = PgKeyRing(layer.db, reload_seconds=60, clock=lambda: now[0])
-    admin = key_admin(config)
-    try:
-        admin.create(workspaces=["ws"], scope="write")  # (makes the tables)
+    with _deaf(_config("postgres", tmp_path, pg_dsn)) as (layer, admin):
+        assert layer.db is not None
+        now = [0.0]
+        ring = PgKeyRing(layer.db, reload_seconds=60, clock=lambda: now[0])
         ring.load()
         ring.close()  # no listener: only lookups can find a new key
         for _ in range(LOOKUPS_PER_SECOND):
@@ -116,45 +122,28 @@ def test_made_up_keys_cost_a_node_at_most_its_lookups_per_second(tmp_path: Path,
             ring.authenticate(key)
         now[0] += 1.0
         assert ring.authenticate(key) == record.caller()
-    finally:
-        admin.close()
-        asyncio.run(layer.stop())
 
 
 def test_a_key_lookup_waiting_on_the_database_leaves_the_event_loop_free(tmp_path: Path, pg_dsn: str) -> None:  # noqa: F811
     config = _config("postgres", tmp_path, pg_dsn)
-    layer = StateLayer.build(config, tmp_path)
-    admin = key_admin(config)
     table = f"{config.state.table_prefix}keys"
-    try:
-        admin.create(workspaces=["ws"], scope="write")
-        layer.keyring.load()
-        until_sync(lambda: layer.keyring.has_active_keys())
-        assert isinstance(layer.keyring, PgKeyRing)
-        layer.keyring.close()  # no listener: the new key is found by a lookup
+    with _deaf(config) as (layer, admin):
         record, key = admin.create(workspaces=["ws"], scope="write")
         access = Access(config.auth, layer.keyring, host="0.0.0.0")  # this process's rate limit: never blocks
         with psycopg.connect(pg_dsn) as holder, psycopg.connect(pg_dsn, autocommit=True) as watcher:
             # a safety net, not an assertion: were the lookup run on the loop, the holder's session ends after 20 s
             holder.execute("SET idle_in_transaction_session_timeout = '20s'")
 
-            def waiting_on_the_table() -> bool:
-                query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
-                row = watcher.execute(query, (f"%FROM {table} WHERE id%",)).fetchone()
-                return row is not None and row[0] > 0
-
             async def scenario() -> None:
                 holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
                 admitted = asyncio.ensure_future(access.admit(key))
-                await until(waiting_on_the_table)  # the loop runs this while the lookup waits on the lock
+                # the loop runs this while the lookup waits on the lock
+                await until(lambda: waits_on_lock(watcher, f"FROM {table} WHERE id"))
                 assert not admitted.done()
                 holder.rollback()
                 assert await admitted == record.caller()
 
             asyncio.run(scenario())
-    finally:
-        admin.close()
-        asyncio.run(layer.stop())
 
 
 def test_when_a_key_was_last_used_is_listed(config: AppConfig, layer: StateLayer) -> None:

@@ -33,7 +33,7 @@ from reme_service.state.settings import StateTarget
 from reme_service.testing.ports import free_port
 from reme_service.testing.serve import serve_in_thread
 from tests.conditions import until, until_sync
-from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
+from tests.fakes.pg_server import pg_dsn, waits_on_lock  # noqa: F401 - fixture used by name
 
 BURST = 5
 LIMIT = {"requests_per_second": 0.001, "burst": BURST}
@@ -115,16 +115,12 @@ def test_a_take_waiting_on_the_database_leaves_the_event_loop_free(
         # a safety net, not an assertion: were the take run on the loop, the holder's session ends after 20 s
         holder.execute("SET idle_in_transaction_session_timeout = '20s'")
 
-        def waiting_on_the_row() -> bool:
-            query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
-            row = watcher.execute(query, (f"%INSERT INTO {table}%",)).fetchone()
-            return row is not None and row[0] > 0
-
         async def scenario() -> None:
             await accesses[0].admit(key)  # the key's row exists
             holder.execute(f"SELECT * FROM {table} WHERE key_id = %s FOR UPDATE", (key_id,))  # noqa: S608
             take = asyncio.ensure_future(accesses[0].admit(key))
-            await until(waiting_on_the_row)  # the loop runs this while the take waits on the row lock
+            # the loop runs this while the take waits on the row lock
+            await until(lambda: waits_on_lock(watcher, f"INSERT INTO {table}"))
             assert not take.done()
             holder.rollback()
             assert (await take).key_id == key_id

@@ -26,7 +26,7 @@ from reme_service.state.interfaces import WorkingFiles, WorkingStore
 from reme_service.state.layer import StateLayer
 from reme_service.state.pg.working import lock_folders
 from tests.conditions import until_sync
-from tests.fakes.pg_server import pg_dsn  # noqa: F401 - fixture used by name
+from tests.fakes.pg_server import pg_dsn, waits_on_lock  # noqa: F401 - fixture used by name
 
 WS = WorkspaceId("team-1")
 OTHER = WorkspaceId("alice@example.com")  # a folder name unlike its id: `alice%40example.com`
@@ -224,12 +224,7 @@ def test_two_nodes_writing_a_file_and_a_folder_of_one_name_at_once_make_one_of_t
         with ThreadPoolExecutor(1) as pool:
             writing = pool.submit(layer.working.files(WS).write, {"c": "a file"})
 
-            def waiting() -> bool:
-                query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
-                row = watcher.execute(query, ("%pg_advisory_xact_lock%",)).fetchone()
-                return row is not None and row[0] > 0
-
-            until_sync(waiting)
+            until_sync(lambda: waits_on_lock(watcher, "pg_advisory_xact_lock"))
             other.commit()
             with pytest.raises(StoreError, match="Is a directory"):
                 writing.result(timeout=60)

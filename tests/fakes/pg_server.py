@@ -95,6 +95,14 @@ def _stop(path: Path, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def waits_on_lock(watcher: psycopg.Connection[tuple[object, ...]], statement: str) -> bool:
+    """Whether a session (seen from `watcher`, an autocommit connection) waits on a lock while running a statement
+    that holds `statement` (LIKE's `%` and `_` act as wildcards): for tests that wait until a writer is blocked."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+    row = watcher.execute(query, (f"%{statement}%",)).fetchone()
+    return row is not None and int(str(row[0])) > 0
+
+
 @pytest.fixture(scope="session")
 def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     real = os.environ.get(ENV_DSN, "").strip()
