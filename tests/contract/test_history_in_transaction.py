@@ -73,9 +73,21 @@ def history_rows(app: ReMeApp, dsn: str, memory_id: str) -> list[str]:
         return [row[0] for row in conn.execute(query, (WS, memory_id)).fetchall()]
 
 
-def execute(dsn: str, statement: str) -> None:
+def refuse_rows(dsn: str, table: str, when: str, message: str, *, at_commit: bool = False) -> None:
+    """A trigger on `table` that fails with `message` for each row `when` (SQL over NEW) holds: before the row is
+    inserted, or (`at_commit`) at COMMIT, once every statement of the transaction went in (a deferred constraint
+    trigger, on inserts and updates)."""
+    fires = (
+        f'CONSTRAINT TRIGGER refuse AFTER INSERT OR UPDATE ON "{table}" DEFERRABLE INITIALLY DEFERRED'
+        if at_commit
+        else f'TRIGGER refuse BEFORE INSERT ON "{table}"'
+    )
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(statement)
+        conn.execute(
+            f'CREATE FUNCTION "{table}_refuse"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
+            f"RAISE EXCEPTION '{message}'; END $$; "
+            f'CREATE {fires} FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION "{table}_refuse"()'
+        )
 
 
 def store(app: ReMeApp) -> GuardedStore:
@@ -143,13 +155,7 @@ async def test_a_request_of_two_writes_lists_its_final_record_once(app: ReMeApp,
 async def test_a_failed_history_insert_rolls_the_memories_back(app: ReMeApp, pg_dsn: str) -> None:  # noqa: F811
     assert (await insert(app, memory("fine", "kept")))["success"]
     table = f"{app.config.state.table_prefix}history"
-    execute(
-        pg_dsn,
-        f"CREATE FUNCTION {table}_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"RAISE EXCEPTION 'history refused'; END $$; "
-        f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
-        f"WHEN (NEW.memory_id = 'poison') EXECUTE FUNCTION {table}_refuse()",
-    )
+    refuse_rows(pg_dsn, table, "NEW.memory_id = 'poison'", "history refused")
     answer = await insert(app, memory("poison", "never stored"), memory("neighbour", "never stored either"))
     assert not answer["success"]
     assert answer["metadata"]["error"]["code"] == "store_unavailable"
@@ -169,13 +175,7 @@ async def test_a_memory_transaction_failing_at_commit_leaves_no_history(app: ReM
     assert row is not None
     nodes = str(row[0])
     # checked at COMMIT, after the history rows went in: the whole transaction fails there
-    execute(
-        pg_dsn,
-        f'CREATE FUNCTION "{nodes}_refuse"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN '
-        f"RAISE EXCEPTION 'memory refused'; END $$; "
-        f'CREATE CONSTRAINT TRIGGER refuse AFTER INSERT OR UPDATE ON "{nodes}" DEFERRABLE INITIALLY DEFERRED '
-        f"FOR EACH ROW WHEN (NEW.id = 'late') EXECUTE FUNCTION \"{nodes}_refuse\"()",
-    )
+    refuse_rows(pg_dsn, nodes, "NEW.id = 'late'", "memory refused", at_commit=True)
     answer = await insert(app, memory("late", "refused at commit"))
     assert not answer["success"]
     assert await stored(app, "late") == []
@@ -214,13 +214,7 @@ async def test_on_another_database_a_requests_history_and_record_are_one_commit(
     async with state_on_another_database(tmp_path, pg_dsn) as app:
         assert (await insert(app, memory("m1", "first")))["success"]
         table = f"{app.config.state.table_prefix}audit"
-        execute(
-            pg_dsn,
-            f"CREATE FUNCTION {table}_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            f"RAISE EXCEPTION 'audit refused'; END $$; "
-            f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
-            f"WHEN (NEW.record::text LIKE '%poison%') EXECUTE FUNCTION {table}_refuse()",
-        )
+        refuse_rows(pg_dsn, table, "NEW.record::text LIKE '%poison%'", "audit refused")
         answer = await insert(app, memory("poison", "its record is refused"))
         assert not answer["success"]
         assert history_rows(app, pg_dsn, "poison") == []
