@@ -100,8 +100,9 @@ class Access:
         return self.config.mode == "required" or self.exposed or self.keyring.has_keys()
 
     async def admit(self, key: str | None) -> Caller:
-        """`caller(key)`, in a worker thread when the keys or the rate limit wait on the database (shared state)."""
-        blocking = self.keyring.blocking or (self.limiter is not None and self.limiter.blocking)
+        """`caller(key)`, in a worker thread when the rate limit or this key's lookup waits on the database (shared
+        state); a key the node knows, with no shared limit, is checked on the loop."""
+        blocking = (self.limiter is not None and self.limiter.blocking) or (key is not None and self.keyring.waits(key))
         if blocking and self.checking:
             return await asyncio.to_thread(self.caller, key)
         return self.caller(key)

@@ -40,8 +40,6 @@ _Stamp = tuple[int, int, int] | None
 
 
 class KeyRing:
-    blocking = False  # a `stat`, and a read when the file changed: cheap enough for the event loop
-
     def __init__(self, path: Path, *, reload_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.reload_seconds = reload_seconds
@@ -107,6 +105,10 @@ class KeyRing:
     def has_active_keys(self) -> bool:
         self.refresh()
         return self._broken is None and any(record.active for record in self._keys.keys)
+
+    def waits(self, key: str) -> bool:
+        """Never: a `stat`, and a read when the file changed, are cheap enough for the event loop."""
+        return False
 
     def _find(self, key_id: str, *, now: bool) -> KeyRecord | None:
         self.refresh(now=now)

@@ -20,11 +20,10 @@ from reme_service.schema.workspace_ids import WorkspaceId
 
 
 class KeyStore(Protocol):
-    """The live view of the API keys a service authenticates against (`auth.keyring.KeyRing`, `pg.keys.PgKeyRing`).
-    `blocking` says `authenticate` may wait on I/O (run it off the event loop)."""
+    """The live view of the API keys a service authenticates against (`auth.keyring.KeyRing`, `pg.keys.PgKeyRing`)."""
 
-    @property
-    def blocking(self) -> bool: ...
+    def waits(self, key: str) -> bool:
+        """Whether `authenticate(key)` would wait on I/O (then run it off the event loop)."""
 
     @property
     def where(self) -> str: ...

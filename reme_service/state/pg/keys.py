@@ -43,6 +43,11 @@ def _record(row: tuple[object, ...]) -> tuple[KeyRecord, datetime | None]:
     return record, last_used  # type: ignore[return-value]
 
 
+def _read_key(conn: Conn, table: str, key_id: str) -> KeyRecord | None:
+    row = conn.execute(f"SELECT {COLUMNS} FROM {table} WHERE id = %s", (key_id,)).fetchone()  # noqa: S608
+    return None if row is None else _record(row)[0]
+
+
 def read_keys(db: StateDb) -> list[tuple[KeyRecord, datetime | None]]:
     """Every key (revoked ones too) with when it was last used, oldest first."""
     query = f"SELECT {COLUMNS} FROM {db.table('keys')} ORDER BY created, id"  # noqa: S608 - validated prefix
@@ -87,19 +92,17 @@ def revoke_key(db: StateDb, key_id: str) -> KeyRecord:
     def work(conn: Conn) -> KeyRecord:
         table = db.table("keys")
         conn.execute(f"UPDATE {table} SET revoked = now() WHERE id = %s AND revoked IS NULL", (key_id,))  # noqa: S608
-        row = conn.execute(f"SELECT {COLUMNS} FROM {table} WHERE id = %s", (key_id,)).fetchone()  # noqa: S608
-        if row is None:
+        record = _read_key(conn, table, key_id)
+        if record is None:
             raise KeyError(key_id)
         db.notify(conn, CHANNEL, key_id)
-        return _record(row)[0]
+        return record
 
     return db.run(work)
 
 
 class PgKeyRing:
     """The keys of the table, as this node knows them (see the module's docstring)."""
-
-    blocking = True  # a key it does not know is looked up in the database
 
     def __init__(
         self, db: StateDb, *, reload_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
@@ -193,19 +196,23 @@ class PgKeyRing:
         self._used[record.id] = datetime.now(UTC)
         return record.caller()
 
+    def waits(self, key: str) -> bool:
+        """Whether `key` is a well-formed key this node does not know: `authenticate` then looks it up in the table."""
+        key_id = parse_key(key)
+        return key_id is not None and key_id not in self._keys
+
     def _look_up(self, key_id: str) -> KeyRecord | None:
         """Key `key_id` as the table has it now (None: no such key, or the lookups' rate is spent)."""
         with self._lock:
             if self._lookups.wait("unknown") > 0:
                 return None
-        query = f"SELECT {COLUMNS} FROM {self.db.table('keys')} WHERE id = %s"  # noqa: S608 - validated prefix
+        table = self.db.table("keys")
         try:
-            row = self.db.run(lambda conn: conn.execute(query, (key_id,)).fetchone())
+            record = self.db.run(lambda conn: _read_key(conn, table, key_id))
         except ReMeError:
             raise keys_unreadable() from None
-        if row is None:
+        if record is None:
             return None
-        record = _record(row)[0]
         with self._lock:
             self._keys = {**self._keys, record.id: record}  # until the listener's next read replaces them all
         return record
