@@ -24,9 +24,12 @@ from pathlib import Path
 
 from reme_service.audit.trail import AuditTrail
 from reme_service.durable import fsync_path, remove_tree_synced
-from reme_service.errors import InvalidRequestError, NotFoundError, PathNotAllowedError, StoreError
+from reme_service.errors import ConflictError, InvalidRequestError, NotFoundError, PathNotAllowedError, StoreError
 from reme_service.schema.paths import path_problem
 from reme_service.schema.workspace_ids import WorkspaceId, file_name
+
+#: a name that is a file where the request needs a folder, or the reverse: 409, not the store's 503
+NAME_CLASHES = (IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
 def workspace_working_root(root: Path, workspace_id: WorkspaceId) -> Path:
@@ -163,7 +166,10 @@ def write_files_atomically(root: WorkingRoot, files: Mapping[str, str], trail: A
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         which = f" {current!r}" if current else "s"
-        raise StoreError(f"could not write working-memory file{which}: {exc.strerror or exc}") from exc
+        message = f"could not write working-memory file{which}: {exc.strerror or exc}"
+        if isinstance(exc, NAME_CLASHES):  # the request's paths, not the disk: a file where a folder is, or the reverse
+            raise ConflictError(message) from exc
+        raise StoreError(message) from exc
     written = [rel for rel, _ in targets]
     if trail is not None:  # the request's audit trail: it records the files written
         trail.wrote_files(written)

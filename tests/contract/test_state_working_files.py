@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from reme_service.config.models import AppConfig
-from reme_service.errors import InvalidRequestError, NotFoundError, PathNotAllowedError, StoreError
+from reme_service.errors import ConflictError, InvalidRequestError, NotFoundError, PathNotAllowedError, StoreError
 from reme_service.ops.working.file_tools import grep_file, read_file
 from reme_service.ops.working.offload import DiskView
 from reme_service.schema.workspace_ids import WorkspaceId, file_name
@@ -169,17 +169,18 @@ def test_a_failed_write_leaves_none_of_its_files(layer: StateLayer) -> None:
     second row of the transaction) leaves none of the batch's files, and the earlier ones as they were."""
     files = layer.working.files(WS)
     files.write({"kept.txt": "old"})
+    refusal: type[Exception] = ConflictError  # the request's paths clash with the disk's names: 409
     if layer.db is None:
         files.write({"blocker": "a file where a folder is needed"})
         failing = "blocker/x.txt"
     else:
-        db, failing = layer.db, "refused.txt"
+        db, failing, refusal = layer.db, "refused.txt", StoreError  # the database refuses the row: 503
         db.run(lambda conn: conn.execute(
             f"CREATE FUNCTION {db.prefix}refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608
             "IF NEW.path = 'refused.txt' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$; "
             f"CREATE TRIGGER refuse BEFORE INSERT ON {db.table('working_files')} "
             f"FOR EACH ROW EXECUTE FUNCTION {db.prefix}refuse()".encode()))  # fmt: skip
-    with pytest.raises(StoreError):
+    with pytest.raises(refusal):
         files.write({"kept.txt": "new", "first.txt": "1", failing: "2"})
     assert lines_of(files, "kept.txt") == ["old"]
     with pytest.raises(NotFoundError):
@@ -192,9 +193,9 @@ def test_a_name_is_a_file_or_a_folder_never_both(store: WorkingStore) -> None:
     files = store.files(WS)
     files.write({"a/b.txt": "under a", "f": "a file"})
     for clash, reason in (("a", "Is a directory"), ("f/x.txt", "Not a directory|File exists")):
-        with pytest.raises(StoreError, match=reason):
+        with pytest.raises(ConflictError, match=reason):
             files.write({"ok.txt": "1", clash: "2"})
-    with pytest.raises(StoreError):  # the clash is within the batch itself
+    with pytest.raises(ConflictError):  # the clash is within the batch itself
         files.write({"n": "1", "n/x.txt": "2"})
     for gone in ("ok.txt", "n/x.txt", "f/x.txt"):
         with pytest.raises(NotFoundError):
@@ -226,7 +227,7 @@ def test_two_nodes_writing_a_file_and_a_folder_of_one_name_at_once_make_one_of_t
 
             until_sync(lambda: waits_on_lock(watcher, "pg_advisory_xact_lock"))
             other.commit()
-            with pytest.raises(StoreError, match="Is a directory"):
+            with pytest.raises(ConflictError, match="Is a directory"):
                 writing.result(timeout=60)
     assert lines_of(layer.working.files(WS), "c/x.txt") == ["x"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reme_service.config.models import AppConfig
-from reme_service.errors import InvalidRequestError, PathNotAllowedError, StoreError
+from reme_service.errors import ConflictError, InvalidRequestError, PathNotAllowedError
 from reme_service.ops.vector_store.library_io import write_library
 from reme_service.ops.working.paths import WorkingRoot, existing_indices, join, safe_stem, write_files_atomically
 from reme_service.schema.memory import memory_from_dict
@@ -101,14 +101,14 @@ def test_atomic_writes_create_folders_and_leave_no_temp_files(root: WorkingRoot)
 
 def test_a_failed_batch_writes_nothing(root: WorkingRoot) -> None:
     (root.root / "blocker").write_text("a file where a folder is needed")
-    with pytest.raises(StoreError, match="could not write working-memory file 'blocker/x.txt'"):
+    with pytest.raises(ConflictError, match="could not write working-memory file 'blocker/x.txt'"):
         write_files_atomically(root, {"first.txt": "1", "blocker/x.txt": "2"})
     assert sorted(p.name for p in root.root.iterdir()) == ["blocker"]
 
 
-def test_a_failed_rename_leaves_no_temp_file(root: WorkingRoot) -> None:
+def test_a_folder_in_a_files_place_is_a_conflict_and_leaves_no_temp_file(root: WorkingRoot) -> None:
     (root.root / "taken").mkdir()  # a folder cannot be replaced by a file
-    with pytest.raises(StoreError):
+    with pytest.raises(ConflictError, match="Is a directory"):
         write_files_atomically(root, {"taken": "x"})
     assert sorted(os.listdir(root.root)) == ["taken"]
 

@@ -2,7 +2,8 @@
 
 Reads the context's `write_file_dict` (`{root-relative path: text}`). Every path is checked against the root
 again (403 outside), every file is written to a temp file, fsynced and renamed over its target only once all of
-them are on disk; a failure fails the request (503) and leaves no partial file — unlike ReMe 0.2, which
+them are on disk; a failure fails the request (503; 409 when a path needs a folder where a file is, or the
+reverse) and leaves no partial file — unlike ReMe 0.2, which
 ignored write errors while the answer already pointed at the missing files. `metadata.written_files` lists them.
 """
 

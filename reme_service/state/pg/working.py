@@ -15,7 +15,7 @@ relative to the caller's root (the configured `working_memory_root`, or the work
 components are resolved (`posixpath.normpath`), and what ends up outside the root is 403 with the files backend's
 message; `~` paths are 403, a NUL or an over-long part 400 (`working_folder.check_client_path`, shared). As on a
 disk, a name is a file or a folder, never both: a write whose file would stand where a folder is (files under its
-name), or under a name that is a file, fails whole, like the files backend's (`StoreError`, "Is a directory" /
+name), or under a name that is a file, fails whole, like the files backend's (409 `ConflictError`, "Is a directory" /
 "Not a directory"); the check and the write hold a transaction lock on the folder, so two writes at once cannot
 make both. A name that is the folder of a workspace (or the caller's root) cannot be written.
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from reme_service.audit.trail import AuditTrail
-from reme_service.errors import InvalidRequestError, StoreError
+from reme_service.errors import ConflictError, InvalidRequestError
 from reme_service.schema.workspace_ids import WorkspaceId, file_name
 from reme_service.state.pg.db import Conn, StateDb
 from reme_service.state.working_folder import check_client_path, index_pattern, missing, not_a_file, outside
@@ -62,7 +62,7 @@ def lock_folders(conn: Conn, table: str, folders: Iterable[str]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{table}/{folder}",))
 
 
-def _name_clash(conn: Conn, table: str, names: Mapping[tuple[str, str], str]) -> StoreError | None:
+def _name_clash(conn: Conn, table: str, names: Mapping[tuple[str, str], str]) -> ConflictError | None:
     """Why writing files at `names` (`(folder, path)` of a row: the path the client gave) would make a name both a
     file and a folder, if it would: among the names themselves, or with the table as it is (one query: ranges of
     the primary key's index for the folders, its keys for the files)."""
@@ -93,8 +93,9 @@ def _name_clash(conn: Conn, table: str, names: Mapping[tuple[str, str], str]) ->
     return _clash(shown, "Is a directory" if row[1] else "Not a directory")
 
 
-def _clash(shown: str, reason: str) -> StoreError:
-    return StoreError(f"could not write working-memory file {shown!r}: {reason}")
+def _clash(shown: str, reason: str) -> ConflictError:
+    """The files backend's answer to such a write (`working_folder.NAME_CLASHES`): 409."""
+    return ConflictError(f"could not write working-memory file {shown!r}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class PgWorkingFiles:
         for rel, text in files.items():
             where = self._locate(rel, "file path")
             if not where.path or (where.folder == "" and where.path == WORKSPACES):
-                raise StoreError(f"could not write working-memory file {rel!r}: Is a directory")
+                raise _clash(rel, "Is a directory")
             data = text.encode("utf-8")
             rows.append((where.folder, where.path, data, len(data)))
             names[where.folder, where.path] = rel
